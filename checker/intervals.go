@@ -1,0 +1,110 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/locktorture/locktorture/history"
+)
+
+// Hold is one span during which a process believed it held a key: from the
+// return of its successful acquire until it invoked release, was retired by
+// an unknown outcome, or the history ended.
+type Hold struct {
+	Key     string
+	Process int
+	Start   int64
+	End     int64
+	// Open is true when the history ended with the hold still believed.
+	Open bool
+}
+
+// Holds extracts every belief interval from a history.
+func Holds(ops []history.Op) []Hold {
+	var out []Hold
+	type at struct {
+		key   string
+		start int64
+	}
+	open := map[int]at{}
+	var last int64
+	closeHold := func(p int, end int64) {
+		if h, ok := open[p]; ok {
+			out = append(out, Hold{Key: h.key, Process: p, Start: h.start, End: end})
+			delete(open, p)
+		}
+	}
+	for _, op := range ops {
+		last = op.Time
+		if op.Process == history.NemesisProcess {
+			continue
+		}
+		switch {
+		case op.F == history.Acquire && op.Type == history.OK:
+			open[op.Process] = at{key: op.Key, start: op.Time}
+		case op.F == history.Release && op.Type == history.Invoke:
+			closeHold(op.Process, op.Time)
+		case op.Type == history.Info:
+			// A retired process is gone; whatever it believed ends here.
+			closeHold(op.Process, op.Time)
+		}
+	}
+	for p, h := range open {
+		out = append(out, Hold{Key: h.key, Process: p, Start: h.start, End: last, Open: true})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
+	return out
+}
+
+// Intervals finds mutual-exclusion violations as plainly as possible: two
+// processes whose belief intervals on one key overlap in real time, whatever
+// Redis believed. It names both holders and the span they shared.
+type Intervals struct{}
+
+// Name is "intervals".
+func (Intervals) Name() string { return "intervals" }
+
+// Check reports every overlapping pair of holds.
+func (Intervals) Check(ops []history.Op) Verdict {
+	holds := Holds(ops)
+	v := Verdict{Checker: "intervals", Valid: Valid, Details: map[string]any{"holds": len(holds)}}
+	byKey := map[string][]Hold{}
+	for _, h := range holds {
+		byKey[h.Key] = append(byKey[h.Key], h)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	count := 0
+	var overlap int64
+	for _, k := range keys {
+		hs := byKey[k] // sorted by Start
+		for i := range hs {
+			for j := i + 1; j < len(hs) && hs[j].Start < hs[i].End; j++ {
+				a, b := hs[i], hs[j]
+				if a.Process == b.Process {
+					continue
+				}
+				from, to := b.Start, min(a.End, b.End)
+				count++
+				overlap += to - from
+				if len(v.Anomalies) < maxListed {
+					v.Anomalies = append(v.Anomalies, Anomaly{
+						Kind: "double-holder", Key: k, Processes: []int{a.Process, b.Process},
+						Start: from, End: to,
+						Text: fmt.Sprintf("processes %d and %d both held %q from %s to %s (%s)",
+							a.Process, b.Process, k, seconds(from), seconds(to), seconds(to-from)),
+					})
+				}
+			}
+		}
+	}
+	if count > 0 {
+		v.Valid = Invalid
+		v.Details["double_holders"] = count
+		v.Details["overlap_ns"] = overlap
+	}
+	return v
+}

@@ -1,0 +1,152 @@
+package checker
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/locktorture/locktorture/history"
+)
+
+// ErrStaleFence is the error text the protected store gives a write whose
+// fencing token is not greater than the last one it accepted.
+const ErrStaleFence = "stale fencing token"
+
+// Resource judges the protected register that clients increment inside the
+// critical section: read r, write r+1. Two accepted writes of the same value
+// mean one increment was lost; an accepted write whose fencing token is not
+// greater than one accepted before it began means the fence failed.
+type Resource struct{}
+
+// Name is "resource".
+func (Resource) Name() string { return "resource" }
+
+type write struct {
+	process    int
+	key        string
+	reg, fence int64
+	call, ret  int64
+}
+
+// Check reports lost updates and stale writes.
+func (Resource) Check(ops []history.Op) Verdict {
+	v := Verdict{Checker: "resource", Valid: Valid, Details: map[string]any{}}
+	var accepted []write
+	unknown, rejected := 0, 0
+	finalRead := map[string]int64{}
+	for _, p := range history.Pairs(ops) {
+		inv, c := p.Invoke, p.Completion
+		if inv.Process == history.NemesisProcess {
+			continue
+		}
+		switch inv.F {
+		case history.Write:
+			if inv.Value == nil || inv.Value.Reg == nil {
+				continue
+			}
+			switch {
+			case c == nil || c.Type == history.Info:
+				unknown++
+			case c.Type == history.Fail:
+				if c.Error == ErrStaleFence {
+					rejected++
+				}
+			case c.Type == history.OK:
+				accepted = append(accepted, write{process: inv.Process, key: inv.Key,
+					reg: *inv.Value.Reg, fence: inv.Value.Fence, call: inv.Time, ret: c.Time})
+			}
+		case history.Read:
+			if c != nil && c.Type == history.OK && c.Value != nil && c.Value.Reg != nil {
+				finalRead[inv.Key] = *c.Value.Reg
+			}
+		}
+	}
+	v.Details["writes_accepted"] = len(accepted)
+	v.Details["writes_unknown"] = unknown
+	v.Details["stale_writes_rejected"] = rejected
+
+	lost := 0
+	first := map[string]map[int64]write{}
+	for _, w := range accepted {
+		seen := first[w.key]
+		if seen == nil {
+			seen = map[int64]write{}
+			first[w.key] = seen
+		}
+		if prev, dup := seen[w.reg]; dup {
+			lost++
+			v.add(Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{prev.process, w.process},
+				Start: prev.ret, End: w.ret,
+				Text: fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
+					prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))})
+			continue
+		}
+		seen[w.reg] = w
+	}
+	v.Details["lost_updates"] = lost
+
+	stale := staleWrites(accepted)
+	for _, a := range stale {
+		v.add(a)
+	}
+	v.Details["stale_writes_accepted"] = len(stale)
+
+	// The last read of each register is taken after all clients stopped;
+	// with no unknown writes it must equal the number of accepted ones.
+	if unknown == 0 {
+		count := map[string]int64{}
+		for _, w := range accepted {
+			count[w.key]++
+		}
+		for k, n := range count {
+			if f, ok := finalRead[k]; ok && f != n && lost == 0 {
+				v.add(Anomaly{Kind: "lost-update", Key: k,
+					Text: fmt.Sprintf("%q ends at %d after %d accepted increments", k, f, n)})
+			}
+		}
+	}
+	return v
+}
+
+func (v *Verdict) add(a Anomaly) {
+	v.Valid = Invalid
+	if len(v.Anomalies) < maxListed {
+		v.Anomalies = append(v.Anomalies, a)
+	}
+}
+
+// staleWrites finds accepted fenced writes whose token is not greater than
+// that of a write accepted before they were invoked. Real-time order, not
+// completion order, because two concurrent writes may complete in either
+// order whatever order the store ran them in.
+func staleWrites(accepted []write) []Anomaly {
+	var out []Anomaly
+	byKey := map[string][]write{}
+	for _, w := range accepted {
+		if w.fence > 0 {
+			byKey[w.key] = append(byKey[w.key], w)
+		}
+	}
+	for key, ws := range byKey {
+		byRet := append([]write(nil), ws...)
+		sort.Slice(byRet, func(i, j int) bool { return byRet[i].ret < byRet[j].ret })
+		byCall := append([]write(nil), ws...)
+		sort.Slice(byCall, func(i, j int) bool { return byCall[i].call < byCall[j].call })
+		var best write
+		j := 0
+		for _, w := range byCall {
+			for j < len(byRet) && byRet[j].ret < w.call {
+				if byRet[j].fence > best.fence {
+					best = byRet[j]
+				}
+				j++
+			}
+			if best.fence > 0 && w.fence <= best.fence {
+				out = append(out, Anomaly{Kind: "stale-write", Key: key, Processes: []int{best.process, w.process},
+					Start: best.ret, End: w.ret,
+					Text: fmt.Sprintf("process %d's write with fencing token %d was accepted after process %d's write with token %d",
+						w.process, w.fence, best.process, best.fence)})
+			}
+		}
+	}
+	return out
+}

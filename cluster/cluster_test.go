@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func startOne(t *testing.T) (*Cluster, *Node) {
+	t.Helper()
+	c, err := Start(context.Background(), Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, c.Nodes()[0]
+}
+
+// alive reports whether pid is a running (not zombie) process.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z"
+}
+
+
+func TestMissingBinaryIsNamed(t *testing.T) {
+	_, err := New(Options{Server: "redis-server-that-does-not-exist"})
+	if err == nil || !strings.Contains(err.Error(), "redis-server-that-does-not-exist not found") {
+		t.Fatalf("want a clear not-found error, got %v", err)
+	}
+}
+
+func TestNodeThroughLinkKillRestartPause(t *testing.T) {
+	ctx := context.Background()
+	_, n := startOne(t)
+	l, err := n.Link("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := NewClient(l.Addr(), ClientOptions{Timeout: 200 * time.Millisecond})
+	defer cl.Close()
+	if err := cl.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatalf("set through link: %v", err)
+	}
+
+	// kill -9 without persistence: the restarted node on the same port is empty.
+	pid := n.PID()
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) {
+		t.Fatalf("pid %d still alive after Kill", pid)
+	}
+	if err := cl.Get(ctx, "k").Err(); err == nil {
+		t.Fatal("GET succeeded against a killed node")
+	}
+	if err := n.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	cl = NewClient(l.Addr(), ClientOptions{Timeout: 200 * time.Millisecond})
+	defer cl.Close()
+	if v, err := cl.Exists(ctx, "k").Result(); err != nil || v != 0 {
+		t.Fatalf("after restart without persistence want k gone, got %d, %v", v, err)
+	}
+
+	// SIGSTOP: commands time out; SIGCONT: they work again.
+	if err := n.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := cl.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered by a paused node")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("paused node took %v to time out, want about the 200ms client timeout", d)
+	}
+	if err := n.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	cl.Close()
+	cl = NewClient(l.Addr(), ClientOptions{Timeout: 200 * time.Millisecond})
+	defer cl.Close()
+	if err := cl.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after resume: %v", err)
+	}
+}
+
+func TestLinkCutHealLatency(t *testing.T) {
+	ctx := context.Background()
+	_, n := startOne(t)
+	l1, _ := n.Link("c1")
+	l2, _ := n.Link("c2")
+	c1 := NewClient(l1.Addr(), ClientOptions{Timeout: 200 * time.Millisecond})
+	c2 := NewClient(l2.Addr(), ClientOptions{Timeout: 200 * time.Millisecond})
+	defer c1.Close()
+	defer c2.Close()
+
+	if err := l1.Cut(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Ping(ctx).Err(); err == nil {
+		t.Fatal("c1 reached the node through a cut link")
+	}
+	if err := c2.Ping(ctx).Err(); err != nil {
+		t.Fatalf("c2's link was not cut but PING failed: %v", err)
+	}
+	if err := l1.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Ping(ctx).Err(); err != nil {
+		t.Fatalf("PING after heal: %v", err)
+	}
+
+	if err := l2.SetLatency(60*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := c2.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 120*time.Millisecond { // 60ms each way
+		t.Fatalf("PING took %v through a 60ms-each-way link", d)
+	}
+	if err := l2.SetLatency(0, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestCloseStopsEverything(t *testing.T) {
+	c, err := Start(context.Background(), Options{}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, info := range c.Info() {
+		pids = append(pids, info.PID)
+	}
+	if err := c.Nodes()[1].Pause(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("redis-server pid %d outlived Close", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+	if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
+		t.Errorf("data dir %s left behind", c.dir)
+	}
+}

@@ -1,0 +1,112 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+)
+
+// Link is one peer's own road to a node: an in-process toxiproxy proxy on a
+// loopback port. Giving every (peer, node) pair its own proxy is what lets a
+// nemesis cut client 1 off from C while client 2 still reaches it.
+type Link struct {
+	// Peer names who uses the link (a client, "store-client", a replica).
+	Peer string
+	// Node is the node the link leads to.
+	Node string
+
+	mu    sync.Mutex
+	proxy *toxiproxy.Proxy
+}
+
+func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, error) {
+	p := toxiproxy.NewProxy(srv, peer+"->"+node, "127.0.0.1:0", upstream)
+	if err := srv.Collection.Add(p, true); err != nil {
+		return nil, fmt.Errorf("cluster: proxy %s->%s: %w", peer, node, err)
+	}
+	return &Link{Peer: peer, Node: node, proxy: p}, nil
+}
+
+// Addr is the address a peer dials to reach the node through this link.
+func (l *Link) Addr() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.proxy.Listen
+}
+
+// Cut drops everything in both directions, like a partition: connects still
+// succeed (the proxy accepts) but no byte gets through, so callers see
+// timeouts, not refusals. A command already sent may or may not reach Redis.
+func (l *Link) Cut() error {
+	for _, dir := range []string{"upstream", "downstream"} {
+		if err := l.addToxic("cut-"+dir, "timeout", dir, `{"timeout":0}`); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SetLatency delays every chunk in both directions by latency ± jitter.
+// A zero latency and jitter removes the delay.
+func (l *Link) SetLatency(latency, jitter time.Duration) error {
+	return l.SetLatencyDirection("both", latency, jitter)
+}
+
+// SetLatencyDirection is SetLatency on one direction: "upstream" (requests),
+// "downstream" (replies) or "both".
+func (l *Link) SetLatencyDirection(direction string, latency, jitter time.Duration) error {
+	dirs := []string{direction}
+	if direction == "both" {
+		dirs = []string{"upstream", "downstream"}
+	}
+	for _, dir := range dirs {
+		if dir != "upstream" && dir != "downstream" {
+			return fmt.Errorf("cluster: latency direction %q: want upstream, downstream or both", direction)
+		}
+		name := "latency-" + dir
+		_ = l.proxy.Toxics.RemoveToxic(context.Background(), name)
+		if latency == 0 && jitter == 0 {
+			continue
+		}
+		attrs := fmt.Sprintf(`{"latency":%d,"jitter":%d}`, latency.Milliseconds(), jitter.Milliseconds())
+		if err := l.addToxic(name, "latency", dir, attrs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Heal removes every toxic and drops the connections that lived through
+// them: a blackhole discards bytes mid-stream, so such a connection would
+// hand the next command a stranger's reply.
+func (l *Link) Heal() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.proxy.Toxics.ResetToxics(context.Background())
+	l.proxy.Stop()
+	if err := l.proxy.Start(); err != nil {
+		return fmt.Errorf("cluster: reopen link %s->%s on %s: %w", l.Peer, l.Node, l.proxy.Listen, err)
+	}
+	return nil
+}
+
+func (l *Link) addToxic(name, typ, stream, attrs string) error {
+	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
+	if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
+		if strings.Contains(err.Error(), "already exists") {
+			return nil
+		}
+		return fmt.Errorf("cluster: toxic %s on %s->%s: %w", name, l.Peer, l.Node, err)
+	}
+	return nil
+}
+
+func (l *Link) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.proxy.Stop()
+}

@@ -1,0 +1,248 @@
+// Package history records what happened in a run as Jepsen-style ops and
+// streams them to disk as they happen, so a run that dies midway keeps
+// everything it had recorded.
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Type says whether an op is an invocation or how it completed.
+type Type string
+
+// The four op types. Every invoke has exactly one completion; Info means the
+// outcome is unknown (timeout, lost connection): it may or may not have taken
+// effect, and the process that saw it is retired.
+const (
+	Invoke Type = "invoke"
+	OK     Type = "ok"
+	Fail   Type = "fail"
+	Info   Type = "info"
+)
+
+// NemesisProcess is the process id of the fault injector, so its actions sit
+// in the same history as client ops.
+const NemesisProcess = -1
+
+// Function names shared by workloads, nemeses and checkers.
+const (
+	Acquire = "acquire"
+	Release = "release"
+	Read    = "read"
+	Write   = "write"
+	Pause   = "pause"
+	Resume  = "resume"
+)
+
+// Value carries what an op was about. Fields are optional; which ones are set
+// depends on F.
+type Value struct {
+	// Token is the lease token a lock handed out.
+	Token string `json:"token,omitempty"`
+	// Fence is the fencing token of a lease or of a write (0: none).
+	Fence int64 `json:"fence,omitempty"`
+	// Deadline is the harness time (ns) until which the lock promised the
+	// lease, where the algorithm computes one (0: none).
+	Deadline int64 `json:"deadline,omitempty"`
+	// Reg is the register value read or written on the protected resource.
+	Reg *int64 `json:"reg,omitempty"`
+	// Target names what a nemesis op acted on (a process, a node, a point).
+	Target string `json:"target,omitempty"`
+	// Duration is how long a nemesis action lasts, in ns.
+	Duration int64 `json:"duration,omitempty"`
+}
+
+// Op is one history entry.
+type Op struct {
+	Index   int64  `json:"index"`
+	Process int    `json:"process"`
+	Type    Type   `json:"type"`
+	F       string `json:"f"`
+	Key     string `json:"key,omitempty"`
+	Value   *Value `json:"value,omitempty"`
+	// Time is nanoseconds on the harness's monotonic clock since run start.
+	Time int64 `json:"time"`
+	// Error says why an op failed or why its outcome is unknown.
+	Error string `json:"error,omitempty"`
+}
+
+// Int64 returns a pointer to v, for Value.Reg.
+func Int64(v int64) *int64 { return &v }
+
+// Recorder hands out op indexes and timestamps, keeps the history in memory
+// for the checkers and appends every op to a JSONL file at once.
+type Recorder struct {
+	mu      sync.Mutex
+	start   time.Time
+	ops     []Op
+	out     io.Writer
+	file    *os.File
+	werr    error
+	nextPID int
+}
+
+// NewRecorder starts the run clock. Ops are streamed to w (nil: memory only).
+// firstFreeProcess is the first id NewProcess hands out, so initial clients
+// can take 0..n-1.
+func NewRecorder(w io.Writer, firstFreeProcess int) *Recorder {
+	return &Recorder{start: time.Now(), out: w, nextPID: firstFreeProcess}
+}
+
+// Create opens path for writing and returns a Recorder streaming to it.
+func Create(path string, firstFreeProcess int) (*Recorder, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	r := NewRecorder(f, firstFreeProcess)
+	r.file = f
+	return r, nil
+}
+
+// Now is the harness time in ns since the run started.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// NewProcess returns a fresh process id, for a client whose previous process
+// was retired after an unknown outcome.
+func (r *Recorder) NewProcess() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.nextPID
+	r.nextPID++
+	return p
+}
+
+// Add stamps op with the next index and the current time, records it and
+// writes it to disk before returning, so a crash right after loses nothing.
+func (r *Recorder) Add(op Op) Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op.Index = int64(len(r.ops))
+	op.Time = r.Now()
+	r.ops = append(r.ops, op)
+	if r.out != nil && r.werr == nil {
+		line, err := json.Marshal(op)
+		if err == nil {
+			_, err = r.out.Write(append(line, '\n'))
+		}
+		r.werr = err
+	}
+	return op
+}
+
+// Invoke records the invocation of f by process and returns it; pass it to
+// Complete when the outcome is known.
+func (r *Recorder) Invoke(process int, f, key string, v *Value) Op {
+	return r.Add(Op{Process: process, Type: Invoke, F: f, Key: key, Value: v})
+}
+
+// Complete records the completion of inv with type t.
+func (r *Recorder) Complete(inv Op, t Type, v *Value, err error) Op {
+	op := Op{Process: inv.Process, Type: t, F: inv.F, Key: inv.Key, Value: v}
+	if err != nil {
+		op.Error = err.Error()
+	}
+	return r.Add(op)
+}
+
+// Ops returns a copy of everything recorded so far.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// Close flushes and closes the file, if Create opened one, and reports the
+// first write error, if any.
+func (r *Recorder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	err := r.werr
+	if r.file != nil {
+		if cerr := r.file.Close(); err == nil {
+			err = cerr
+		}
+		r.file = nil
+	}
+	return err
+}
+
+// ErrTruncated reports that the last line of a history file was cut short,
+// as happens when the harness is killed mid-write; the ops before it are
+// returned with it.
+var ErrTruncated = errors.New("history: last line truncated")
+
+// Load reads a JSONL history. A torn final line yields the ops before it and
+// ErrTruncated; a malformed line elsewhere is an error naming the line.
+func Load(r io.Reader) ([]Op, error) {
+	var ops []Op
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
+	var bad error
+	line := 0
+	for sc.Scan() {
+		line++
+		if len(sc.Bytes()) == 0 {
+			continue
+		}
+		if bad != nil {
+			return nil, bad
+		}
+		var op Op
+		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
+			bad = fmt.Errorf("history: line %d: %w", line, err)
+			continue
+		}
+		ops = append(ops, op)
+	}
+	if err := sc.Err(); err != nil {
+		return ops, fmt.Errorf("history: %w", err)
+	}
+	if bad != nil {
+		return ops, ErrTruncated
+	}
+	return ops, nil
+}
+
+// LoadFile is Load on a file path.
+func LoadFile(path string) ([]Op, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	defer f.Close()
+	return Load(f)
+}
+
+// Pair is an invocation with its completion (nil while none was recorded).
+type Pair struct {
+	Invoke     Op
+	Completion *Op
+}
+
+// Pairs matches each invoke with the next op of the same process, which is
+// its completion because a process runs one op at a time.
+func Pairs(ops []Op) []Pair {
+	var pairs []Pair
+	open := map[int]int{}
+	for _, op := range ops {
+		if op.Type == Invoke {
+			open[op.Process] = len(pairs)
+			pairs = append(pairs, Pair{Invoke: op})
+			continue
+		}
+		if i, ok := open[op.Process]; ok {
+			c := op
+			pairs[i].Completion = &c
+			delete(open, op.Process)
+		}
+	}
+	return pairs
+}

@@ -1,0 +1,191 @@
+// Package locks holds the lock algorithms under test, one file each, behind
+// one small interface. Broken variants are here on purpose: they are the
+// counter-examples the failure stories reproduce, and their docs say so.
+// Nothing in this package knows about histories, nemeses or checkers.
+package locks
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Lease is what a successful Acquire hands the caller.
+type Lease struct {
+	// Key is the lock's name.
+	Key string
+	// Token identifies this acquisition; only its holder may release it.
+	Token string
+	// Fence is a fencing token that strictly increases per key (0: the
+	// algorithm has none).
+	Fence int64
+	// ValidUntil is when the lock stops promising exclusivity, on the
+	// client's own clock (zero: the algorithm computes no such deadline).
+	ValidUntil time.Time
+}
+
+// Lock is one client's handle on a lock algorithm. Each harness client gets
+// its own Lock (own connections, own clock) so faults can single it out.
+type Lock interface {
+	// Acquire tries until it holds key or its configured wait runs out.
+	// Errors: ErrNotAcquired (definitely not held), or one wrapping
+	// ErrUnknown (a command's outcome is unknown: it may hold the lock).
+	Acquire(ctx context.Context, key string) (Lease, error)
+	// Release gives the lease up. Errors: ErrNotHeld (the lock had already
+	// lapsed or belongs to someone else: nothing was deleted), or one
+	// wrapping ErrUnknown.
+	Release(ctx context.Context, lease Lease) error
+}
+
+// Errors a Lock returns; test them with errors.Is.
+var (
+	ErrNotAcquired = errors.New("lock taken: not acquired within the wait")
+	ErrNotHeld     = errors.New("lock not held by this lease")
+	ErrUnknown     = errors.New("outcome unknown")
+)
+
+// unknown wraps a transport error as an unknown outcome.
+func unknown(step string, err error) error {
+	return fmt.Errorf("%w: %s: %v", ErrUnknown, step, err)
+}
+
+// Clock is the client's wall clock. Locks that read a wall clock (GETSET
+// expiry, RedLock elapsed time) read this one so a nemesis can skew it per
+// client.
+type Clock interface{ Now() time.Time }
+
+// SystemClock is the machine's clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Config is what every algorithm is built from.
+type Config struct {
+	// Clients holds one connection per Redis node, in node order.
+	// Single-node algorithms use Clients[0].
+	Clients []*redis.Client
+	// TTL is the lease time.
+	TTL time.Duration
+	// Wait bounds how long Acquire keeps trying while the lock is taken.
+	Wait time.Duration
+	// RetryDelay is the mean pause between attempts (jittered ±50%).
+	RetryDelay time.Duration
+	// Clock is the client's clock (nil: SystemClock).
+	Clock Clock
+	// Owner names the client, for algorithms that store an owner id.
+	Owner string
+}
+
+func (c Config) withDefaults() Config {
+	if c.TTL == 0 {
+		c.TTL = time.Second
+	}
+	if c.Wait == 0 {
+		c.Wait = c.TTL
+	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = 10 * time.Millisecond
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	return c
+}
+
+// Info describes a registered algorithm.
+type Info struct {
+	// Name is the -lock name.
+	Name string
+	// Summary is one line for -list.
+	Summary string
+	// Broken marks an algorithm kept as a counter-example; Summary says why.
+	Broken bool
+	// Nodes is how many independent Redis nodes it needs.
+	Nodes int
+	// Fenced is true when leases carry fencing tokens.
+	Fenced bool
+	// New builds one client's handle.
+	New func(Config) Lock
+}
+
+var registry = map[string]Info{}
+
+// Register adds an algorithm; a second one under the same name is a bug.
+func Register(info Info) {
+	if _, dup := registry[info.Name]; dup {
+		panic("locks: duplicate " + info.Name)
+	}
+	if info.Nodes == 0 {
+		info.Nodes = 1
+	}
+	registry[info.Name] = info
+}
+
+// Lookup finds an algorithm by name; the error lists the valid names.
+func Lookup(name string) (Info, error) {
+	info, ok := registry[name]
+	if !ok {
+		return Info{}, fmt.Errorf("unknown lock %q (valid: %s)", name, strings.Join(Names(), ", "))
+	}
+	return info, nil
+}
+
+// Names lists every registered algorithm, sorted.
+func Names() []string {
+	var out []string
+	for n := range registry {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// New builds one client's handle on the named algorithm.
+func New(name string, cfg Config) (Lock, error) {
+	info, err := Lookup(name)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Clients) < info.Nodes {
+		return nil, fmt.Errorf("lock %s needs %d nodes, got %d", name, info.Nodes, len(cfg.Clients))
+	}
+	return info.New(cfg.withDefaults()), nil
+}
+
+// newToken is a random per-acquisition token, so a lease can be told apart
+// from every other one, including the same client's earlier ones.
+func newToken() string { return rand.Text() }
+
+// retryUntil calls try until it returns held, an error, or cfg.Wait has
+// passed since the first attempt. A cancelled ctx between attempts ends the
+// wait as ErrNotAcquired: no command is in flight then, so nothing is
+// unknown.
+func retryUntil(ctx context.Context, cfg Config, try func() (Lease, bool, error)) (Lease, error) {
+	deadline := time.Now().Add(cfg.Wait)
+	for {
+		lease, held, err := try()
+		if err != nil || held {
+			return lease, err
+		}
+		if !time.Now().Before(deadline) {
+			return Lease{}, ErrNotAcquired
+		}
+		d := cfg.RetryDelay/2 + time.Duration(mrand.Int64N(int64(cfg.RetryDelay)+1))
+		if rest := time.Until(deadline); d > rest {
+			d = rest
+		}
+		select {
+		case <-ctx.Done():
+			return Lease{}, ErrNotAcquired
+		case <-time.After(d):
+		}
+	}
+}
