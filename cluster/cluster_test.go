@@ -33,7 +33,6 @@ func alive(pid int) bool {
 	return len(f) > 2 && f[2] != "Z"
 }
 
-
 func TestMissingBinaryIsNamed(t *testing.T) {
 	_, err := New(Options{Server: "redis-server-that-does-not-exist"})
 	if err == nil || !strings.Contains(err.Error(), "redis-server-that-does-not-exist not found") {
