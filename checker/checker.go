@@ -6,6 +6,7 @@ package checker
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/locktorture/locktorture/history"
 )
@@ -101,7 +102,12 @@ type Checker interface {
 // goes into Details so nothing is hidden, only abbreviated.
 const maxListed = 50
 
+// seconds prints a harness time as seconds since run start.
 func seconds(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }
+
+// span prints a length of harness time at a precision a person can use,
+// from microseconds to seconds.
+func span(ns int64) string { return time.Duration(ns).Round(time.Microsecond).String() }
 
 // Compile-time proof that the verdict round-trips through results.json.
 var _ json.Marshaler = Validity(0)

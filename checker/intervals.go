@@ -95,7 +95,7 @@ func (Intervals) Check(ops []history.Op) Verdict {
 						Kind: "double-holder", Key: k, Processes: []int{a.Process, b.Process},
 						Start: from, End: to,
 						Text: fmt.Sprintf("processes %d and %d both held %q from %s to %s (%s)",
-							a.Process, b.Process, k, seconds(from), seconds(to), seconds(to-from)),
+							a.Process, b.Process, k, seconds(from), seconds(to), span(to-from)),
 					})
 				}
 			}

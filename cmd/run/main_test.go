@@ -1,0 +1,207 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+)
+
+func TestUsageErrorsExit2WithOneLine(t *testing.T) {
+	cases := map[string][]string{
+		"unknown scenario": {"-scenario", "nope"},
+		"unknown lock":     {"-scenario", "baseline", "-lock", "nope"},
+		"bad duration":     {"-ttl", "soon"},
+		"unknown flag":     {"-frobnicate"},
+		"stray argument":   {"baseline"},
+		"too few clients":  {"-scenario", "baseline", "-clients", "1"},
+		"too short":        {"-scenario", "paused-holder", "-time-limit", "1s"},
+	}
+	for name, args := range cases {
+		t.Run(name, func(t *testing.T) {
+			var out, errb bytes.Buffer
+			code := run(context.Background(), append(args, "-out", t.TempDir()), &out, &errb)
+			if code != 2 {
+				t.Fatalf("exit %d, want 2 (stderr %q)", code, errb.String())
+			}
+			msg := errb.String()
+			if strings.Count(msg, "\n") != 1 || !strings.HasPrefix(msg, "run: ") {
+				t.Fatalf("want one line on stderr, got %q", msg)
+			}
+		})
+	}
+	var errb bytes.Buffer
+	run(context.Background(), []string{"-scenario", "nope"}, &bytes.Buffer{}, &errb)
+	if !strings.Contains(errb.String(), "paused-holder") {
+		t.Fatalf("unknown scenario error must list the valid names: %q", errb.String())
+	}
+}
+
+func TestListNamesEverything(t *testing.T) {
+	var out bytes.Buffer
+	if code := run(context.Background(), []string{"-list"}, &out, &bytes.Buffer{}); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	for _, want := range []string{"baseline", "paused-holder", "set-nx-px", "set-nx-px-fenced"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("-list does not mention %s", want)
+		}
+	}
+}
+
+func TestMatchedRunExits0AndWritesFiles(t *testing.T) {
+	dir := t.TempDir()
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"-scenario", "baseline", "-lock", "set-nx-px", "-time-limit", "1s", "-out", dir}, &out, &bytes.Buffer{})
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, out.String())
+	}
+	runs, _ := filepath.Glob(filepath.Join(dir, "baseline", "set-nx-px", "*"))
+	if len(runs) != 1 {
+		t.Fatalf("want one run dir, got %v", runs)
+	}
+	var res map[string]any
+	b, err := os.ReadFile(filepath.Join(runs[0], "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &res); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"scenario", "lock", "expected", "outcome", "matched", "checkers"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("results.json lacks %q", k)
+		}
+	}
+	if res["matched"] != true {
+		t.Errorf("matched = %v", res["matched"])
+	}
+	html, err := os.ReadFile(filepath.Join(runs[0], "timeline.html"))
+	if err != nil || !bytes.Contains(html, []byte("<html")) {
+		t.Fatalf("timeline.html missing or not HTML: %v", err)
+	}
+}
+
+// buildRun compiles the command once per test binary run.
+func buildRun(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "run")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startLongRun starts the binary on a run that would last a minute and
+// waits until it has recorded ops, returning the run dir.
+func startLongRun(t *testing.T, bin string) (*exec.Cmd, string) {
+	t.Helper()
+	out := t.TempDir()
+	cmd := exec.Command(bin, "-scenario", "baseline", "-lock", "set-nx-px", "-time-limit", "1m", "-out", out)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		dirs, _ := filepath.Glob(filepath.Join(out, "baseline", "set-nx-px", "*"))
+		if len(dirs) == 1 {
+			if st, err := os.Stat(filepath.Join(dirs[0], "history.jsonl")); err == nil && st.Size() > 10000 {
+				if _, err := os.Stat(filepath.Join(dirs[0], "cluster.json")); err == nil {
+					return cmd, dirs[0]
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("run never started recording")
+	return nil, ""
+}
+
+func nodePIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []cluster.NodeInfo
+	if err := json.Unmarshal(b, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	var pids []int
+	for _, n := range nodes {
+		pids = append(pids, n.PID)
+	}
+	if len(pids) == 0 {
+		t.Fatal("cluster.json lists no nodes")
+	}
+	return pids
+}
+
+// redisAlive reports whether pid is still a live redis-server.
+func redisAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return len(f) > 2 && f[2] != "Z" && strings.Contains(f[1], "redis")
+}
+
+func waitGone(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, pid := range pids {
+		for redisAlive(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("redis-server pid %d outlived the harness", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
+	bin := buildRun(t)
+	cmd, dir := startLongRun(t, bin)
+	pids := nodePIDs(t, dir)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("want exit 130 after SIGINT, got %v", err)
+	}
+	waitGone(t, pids)
+	ops, err := history.LoadFile(filepath.Join(dir, "history.jsonl"))
+	if err != nil || len(ops) == 0 {
+		t.Fatalf("partial history unreadable: %d ops, %v", len(ops), err)
+	}
+}
+
+func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
+	bin := buildRun(t)
+	cmd, dir := startLongRun(t, bin)
+	pids := nodePIDs(t, dir)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	waitGone(t, pids)
+	ops, err := history.LoadFile(filepath.Join(dir, "history.jsonl"))
+	if len(ops) == 0 || (err != nil && !errors.Is(err, history.ErrTruncated)) {
+		t.Fatalf("history after kill -9: %d ops, %v", len(ops), err)
+	}
+}

@@ -1,0 +1,77 @@
+package history
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestRecorderStreamsEveryOpAsItHappens(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewRecorder(&buf, 2)
+	inv := r.Invoke(0, Acquire, "L", nil)
+	if n := strings.Count(buf.String(), "\n"); n != 1 {
+		t.Fatalf("invoke not on disk at once: %d lines", n)
+	}
+	r.Complete(inv, OK, &Value{Token: "t", Fence: 3}, nil)
+	ops, err := Load(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 2 || ops[1].Type != OK || ops[1].Value.Fence != 3 || ops[1].Index != 1 || ops[1].Time < ops[0].Time {
+		t.Fatalf("round trip lost something: %+v", ops)
+	}
+	if p := r.NewProcess(); p != 2 {
+		t.Fatalf("first new process = %d, want 2", p)
+	}
+}
+
+func TestRecorderIsSafeForConcurrentClients(t *testing.T) {
+	r := NewRecorder(nil, 8)
+	var wg sync.WaitGroup
+	for p := 0; p < 8; p++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				r.Complete(r.Invoke(p, Read, "R", nil), OK, nil, nil)
+			}
+		}()
+	}
+	wg.Wait()
+	ops := r.Ops()
+	for i, op := range ops {
+		if op.Index != int64(i) || (i > 0 && op.Time < ops[i-1].Time) {
+			t.Fatalf("op %d out of order: %+v", i, op)
+		}
+	}
+	if got := len(Pairs(ops)); got != 800 {
+		t.Fatalf("pairs = %d, want 800", got)
+	}
+}
+
+func TestLoadToleratesATornLastLine(t *testing.T) {
+	in := `{"index":0,"process":0,"type":"invoke","f":"acquire","time":1}
+{"index":1,"process":0,"type":"ok","f":"acq`
+	ops, err := Load(strings.NewReader(in))
+	if !errors.Is(err, ErrTruncated) || len(ops) != 1 {
+		t.Fatalf("want 1 op and ErrTruncated, got %d, %v", len(ops), err)
+	}
+}
+
+func TestLoadRejectsCorruptionInTheMiddle(t *testing.T) {
+	in := "{\"index\":0}\nnot json\n{\"index\":2}\n"
+	if _, err := Load(strings.NewReader(in)); err == nil || errors.Is(err, ErrTruncated) {
+		t.Fatalf("want a line error, got %v", err)
+	}
+}
+
+func TestPairsLeavesUnfinishedInvokesOpen(t *testing.T) {
+	ops := []Op{{Process: 0, Type: Invoke, F: Acquire}, {Process: 1, Type: Invoke, F: Acquire}, {Process: 0, Type: OK, F: Acquire}}
+	p := Pairs(ops)
+	if len(p) != 2 || p[0].Completion == nil || p[1].Completion != nil {
+		t.Fatalf("bad pairs %+v", p)
+	}
+}

@@ -1,0 +1,141 @@
+// Package report turns a run's Result into what people read: results.json,
+// porcupine's HTML timeline, and a short summary for the terminal.
+package report
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/scenario"
+)
+
+// Write puts results.json and timeline.html into the run directory.
+func Write(r *scenario.Result) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return Timeline(r, filepath.Join(r.Dir, "timeline.html"))
+}
+
+// Timeline writes porcupine's visualization of the lock ops, with the
+// nemesis's actions, the protected-store ops and every anomaly as
+// annotations, so the moment two holders overlap sits next to the pause
+// that caused it. Failing histories get the whole timeline too: they are
+// the ones people open.
+func Timeline(r *scenario.Result, path string) error {
+	info := r.Linearization
+	info.AddAnnotations(annotations(r))
+	if err := porcupine.VisualizePath(checker.MutexModel.ToModel(), info, path); err != nil {
+		return fmt.Errorf("report: timeline: %w", err)
+	}
+	return nil
+}
+
+func annotations(r *scenario.Result) []porcupine.Annotation {
+	var out []porcupine.Annotation
+	var pauseStart *history.Op
+	for _, p := range history.Pairs(r.Ops) {
+		inv, c := p.Invoke, p.Completion
+		switch {
+		case inv.Process == history.NemesisProcess && inv.F == history.Pause:
+			op := inv
+			pauseStart = &op
+		case inv.Process == history.NemesisProcess && inv.F == history.Resume && pauseStart != nil:
+			out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time, End: inv.Time,
+				Description: "pause " + pauseStart.Value.Target, BackgroundColor: "#f6d5a8"})
+			pauseStart = nil
+		case inv.Process == history.NemesisProcess:
+			out = append(out, porcupine.Annotation{Tag: "nemesis", Start: inv.Time, Description: inv.F + " " + target(inv)})
+		case (inv.F == history.Write || inv.F == history.Read) && c != nil:
+			out = append(out, porcupine.Annotation{ClientId: inv.Process, Start: inv.Time, End: c.Time,
+				Description: describeStoreOp(inv, *c), BackgroundColor: storeColor(c.Type)})
+		}
+	}
+	if pauseStart != nil {
+		out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time,
+			Description: "pause " + pauseStart.Value.Target + " (no resume recorded)", BackgroundColor: "#f6d5a8"})
+	}
+	for _, v := range r.Verdicts {
+		for _, a := range v.Anomalies {
+			if a.Start == 0 && a.End == 0 {
+				continue
+			}
+			out = append(out, porcupine.Annotation{Tag: "anomaly: " + v.Checker, Start: a.Start, End: a.End,
+				Description: a.Kind, Details: a.Text, BackgroundColor: "#f4a3a3"})
+		}
+	}
+	return out
+}
+
+func target(op history.Op) string {
+	if op.Value == nil {
+		return ""
+	}
+	return op.Value.Target
+}
+
+func describeStoreOp(inv, c history.Op) string {
+	var b strings.Builder
+	b.WriteString(inv.F)
+	if inv.F == history.Write && inv.Value != nil && inv.Value.Reg != nil {
+		fmt.Fprintf(&b, " %d", *inv.Value.Reg)
+		if inv.Value.Fence > 0 {
+			fmt.Fprintf(&b, " fence %d", inv.Value.Fence)
+		}
+	}
+	if inv.F == history.Read && c.Value != nil && c.Value.Reg != nil {
+		fmt.Fprintf(&b, " → %d", *c.Value.Reg)
+	}
+	b.WriteString(" " + string(c.Type))
+	if c.Error != "" {
+		b.WriteString(": " + c.Error)
+	}
+	return b.String()
+}
+
+func storeColor(t history.Type) string {
+	switch t {
+	case history.OK:
+		return "#cde8cd"
+	case history.Fail:
+		return "#f0c0c0"
+	}
+	return "#e0e0e0"
+}
+
+// Summary prints a few lines a person reads first: the verdict against the
+// expectation, each checker's answer with its first anomalies, and where the
+// files are.
+func Summary(w io.Writer, r *scenario.Result) {
+	mark := "MATCHED"
+	if !r.Matched {
+		mark = "DID NOT MATCH"
+	}
+	fmt.Fprintf(w, "%s / %s: expected %s, observed %s — %s\n", r.Scenario, r.Lock, r.Expected, r.Outcome, mark)
+	for _, v := range r.Verdicts {
+		fmt.Fprintf(w, "  %-13s %-8s", v.Checker, v.Valid)
+		if n := len(v.Anomalies); n > 0 {
+			fmt.Fprintf(w, " %s", v.Anomalies[0].Text)
+			if n > 1 {
+				fmt.Fprintf(w, " (+%d more)", n-1)
+			}
+		}
+		fmt.Fprintln(w)
+	}
+	if v, ok := r.Verdict("resource"); ok {
+		fmt.Fprintf(w, "  store: %v writes accepted, %v stale writes rejected\n", v.Details["writes_accepted"], v.Details["stale_writes_rejected"])
+	}
+	fmt.Fprintf(w, "  %d ops in %s → %s\n", len(r.Ops), r.Elapsed, r.Dir)
+}

@@ -1,0 +1,100 @@
+package scenario
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/history"
+)
+
+// run runs a pair on real Redis with a short time limit.
+func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
+	t.Helper()
+	res, err := Run(context.Background(), Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: t.TempDir()})
+	if err != nil {
+		t.Fatalf("%s/%s: %v", scen, lock, err)
+	}
+	return res
+}
+
+func TestBaselineIsSafeAndMakesProgress(t *testing.T) {
+	for _, lock := range []string{"set-nx-px", "set-nx-px-fenced"} {
+		t.Run(lock, func(t *testing.T) {
+			res := run(t, "baseline", lock, 1500*time.Millisecond)
+			if !res.Matched || res.Outcome != Safe {
+				t.Fatalf("baseline of %s: outcome %s, verdicts %+v", lock, res.Outcome, res.Verdicts)
+			}
+			v, _ := res.Verdict("resource")
+			if n := v.Details["writes_accepted"].(int); n < 100 {
+				t.Fatalf("only %d increments in 1.5s: no progress", n)
+			}
+		})
+	}
+}
+
+func TestPausedHolderReproduces(t *testing.T) {
+	res := run(t, "paused-holder", "set-nx-px", 4*time.Second)
+	if !res.Matched || res.Outcome != Unsafe {
+		t.Fatalf("outcome %s, want %s: %+v", res.Outcome, Unsafe, res.Verdicts)
+	}
+	iv, _ := res.Verdict("intervals")
+	// The paused process is the one the nemesis named; it must be one of
+	// the double holders, not some bystander.
+	paused := -2
+	for _, op := range res.Ops {
+		if op.Process == history.NemesisProcess && op.F == history.Pause && op.Type == history.Invoke {
+			if _, err := fmt.Sscanf(op.Value.Target, "process %d", &paused); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a := iv.Anomalies[0]
+	if a.Processes[0] != paused && a.Processes[1] != paused {
+		t.Fatalf("double holder %v does not involve paused process %d", a.Processes, paused)
+	}
+}
+
+func TestPausedHolderFencedKeepsResource(t *testing.T) {
+	res := run(t, "paused-holder", "set-nx-px-fenced", 4*time.Second)
+	if !res.Matched || res.Outcome != LockUnsafe {
+		t.Fatalf("outcome %s, want %s: %+v", res.Outcome, LockUnsafe, res.Verdicts)
+	}
+	rv, _ := res.Verdict("resource")
+	if rv.Valid != checker.Valid || rv.Details["stale_writes_rejected"].(int) < 1 {
+		t.Fatalf("fenced store must reject the stale write: %+v", rv)
+	}
+}
+
+func TestResolveRejectsBadOptions(t *testing.T) {
+	cases := []Options{
+		{Scenario: "nope", Lock: "set-nx-px"},
+		{Scenario: "baseline", Lock: "nope"},
+		{Scenario: "baseline", Lock: "set-nx-px", Clients: 1},
+		{Scenario: "baseline", Lock: "set-nx-px", TTL: time.Millisecond},
+		{Scenario: "paused-holder", Lock: "set-nx-px", TimeLimit: time.Second},
+	}
+	for _, o := range cases {
+		_, _, err := Resolve(o)
+		var ue *UsageError
+		if !errors.As(err, &ue) {
+			t.Errorf("%+v: want a usage error, got %v", o, err)
+		}
+	}
+}
+
+func TestInterruptedRunKeepsHistory(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(700*time.Millisecond, cancel)
+	res, err := Run(ctx, Options{Scenario: "baseline", Lock: "set-nx-px", TimeLimit: time.Minute, Out: t.TempDir()})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("want ErrInterrupted, got %v", err)
+	}
+	ops, err := history.LoadFile(res.Dir + "/history.jsonl")
+	if err != nil || len(ops) < 10 {
+		t.Fatalf("partial history: %d ops, %v", len(ops), err)
+	}
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what the harness runs against, from Debian's packages, when it is
+# missing: real redis-server and redis-sentinel processes, redis-cli for
+# poking at them by hand, and libfaketime for the per-node clock nemesis.
+# Safe to run again: it installs nothing that is already there.
+set -euo pipefail
+
+need=()
+have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+for pkg in redis-server redis-sentinel redis-tools libfaketime; do
+  have_pkg "$pkg" || need+=("$pkg")
+done
+
+if ((${#need[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root or sudo to apt-get install ${need[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "setup: installing ${need[*]} with apt-get"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+command -v go >/dev/null || { echo "setup: the go command is missing: install Go 1.21 or newer; it fetches the toolchain go.mod names" >&2; exit 1; }
+echo "setup: $(redis-server --version | cut -d' ' -f1-3), $(go version | cut -d' ' -f3)"

@@ -1,0 +1,182 @@
+// Package workloads is what clients do: take a lock, touch the protected
+// resource inside the critical section, let go. Workloads record ops; they
+// never judge them.
+package workloads
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
+)
+
+// Pause points the register workload passes.
+const (
+	// BeforeWrite sits inside the critical section after the read and
+	// before the write: where Kleppmann's GC pause strikes (K1). Checking
+	// the lock just before it would not help; the pause can fall after the
+	// check.
+	BeforeWrite = "before-write"
+)
+
+// Pauser holds a client at a pause point when the nemesis says so.
+type Pauser interface {
+	At(ctx context.Context, process int, point string)
+}
+
+// Client is one logical client's equipment.
+type Client struct {
+	// Lock is this client's own handle on the lock under test.
+	Lock locks.Lock
+	// Store is this client's own connection to the protected register.
+	Store *Store
+	// Clock is the clock its lock reads, to turn ValidUntil into harness time.
+	Clock locks.Clock
+}
+
+// Options configures the register workload.
+type Options struct {
+	Clients []Client
+	// Key is the lock's key; Register the protected register's key.
+	Key, Register string
+	// Think is the mean pause between a release and the next acquire.
+	Think time.Duration
+	// Pauser may hold a client at a pause point (nil: never).
+	Pauser Pauser
+}
+
+// Register runs the increment workload: each client loops acquire → read
+// register → pause point → write register+1 (fenced when the lease has a
+// token) → release, until stop ends; abort ends everything at once. A
+// process whose op had an unknown outcome is retired and the client goes on
+// under a new process id, as in Jepsen. After the clients stop, a fresh
+// process reads the register for the final count.
+func Register(stop, abort context.Context, rec *history.Recorder, o Options) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, len(o.Clients))
+	for i, c := range o.Clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					errs <- fmt.Errorf("client %d panicked: %v\n%s", i, r, debug.Stack())
+				}
+			}()
+			w := &worker{rec: rec, o: &o, c: c, process: i}
+			w.loop(stop, abort)
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	if abort.Err() != nil || len(o.Clients) == 0 {
+		return nil
+	}
+	p := rec.NewProcess()
+	inv := rec.Invoke(p, history.Read, o.Register, nil)
+	v, err := o.Clients[0].Store.Read(abort, o.Register)
+	if err != nil {
+		rec.Complete(inv, history.Info, nil, err)
+		return nil
+	}
+	rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(v)}, nil)
+	return nil
+}
+
+type worker struct {
+	rec     *history.Recorder
+	o       *Options
+	c       Client
+	process int
+}
+
+// retire gives the client a new process id after an unknown outcome.
+func (w *worker) retire() { w.process = w.rec.NewProcess() }
+
+func (w *worker) loop(stop, abort context.Context) {
+	for stop.Err() == nil && abort.Err() == nil {
+		w.cycle(abort)
+		if w.o.Think > 0 {
+			d := time.Duration(mrand.Int64N(int64(2*w.o.Think) + 1))
+			select {
+			case <-abort.Done():
+			case <-time.After(d):
+			}
+		}
+	}
+}
+
+// cycle is one pass through the critical section. Cycles started before
+// stop always finish (with abort as the only way out), so a paused holder
+// still gets to make its late write.
+func (w *worker) cycle(ctx context.Context) {
+	key, reg := w.o.Key, w.o.Register
+	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
+	lease, err := w.c.Lock.Acquire(ctx, key)
+	switch {
+	case errors.Is(err, locks.ErrNotAcquired):
+		w.rec.Complete(inv, history.Fail, nil, err)
+		return
+	case err != nil:
+		w.rec.Complete(inv, history.Info, nil, err)
+		w.retire()
+		return
+	}
+	val := &history.Value{Token: lease.Token, Fence: lease.Fence}
+	if !lease.ValidUntil.IsZero() {
+		val.Deadline = w.rec.Now() + int64(lease.ValidUntil.Sub(w.c.Clock.Now()))
+	}
+	w.rec.Complete(inv, history.OK, val, nil)
+
+	inv = w.rec.Invoke(w.process, history.Read, reg, nil)
+	r, err := w.c.Store.Read(ctx, reg)
+	if err != nil {
+		w.rec.Complete(inv, history.Info, nil, err)
+		w.retire()
+		return
+	}
+	w.rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(r)}, nil)
+
+	if w.o.Pauser != nil {
+		w.o.Pauser.At(ctx, w.process, BeforeWrite)
+	}
+
+	inv = w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(r + 1), Fence: lease.Fence})
+	err = w.c.Store.Write(ctx, reg, r+1, lease.Fence)
+	switch {
+	case errors.Is(err, errStale):
+		w.rec.Complete(inv, history.Fail, nil, err)
+	case err != nil:
+		w.rec.Complete(inv, history.Info, nil, err)
+		w.retire()
+		return
+	default:
+		w.rec.Complete(inv, history.OK, nil, nil)
+	}
+
+	inv = w.rec.Invoke(w.process, history.Release, key, &history.Value{Token: lease.Token})
+	err = w.c.Lock.Release(ctx, lease)
+	switch {
+	case err == nil:
+		w.rec.Complete(inv, history.OK, nil, nil)
+	case errors.Is(err, locks.ErrNotHeld):
+		w.rec.Complete(inv, history.Fail, nil, err)
+	default:
+		w.rec.Complete(inv, history.Info, nil, err)
+		w.retire()
+	}
+}
+
+// ProcessName is how a client's peer name on its links is spelled, so a
+// nemesis can find client i's links.
+func ProcessName(client int) string { return "c" + strconv.Itoa(client) }
