@@ -176,6 +176,15 @@ func (c *Cluster) Close() error {
 	return errors.Join(errs...)
 }
 
+// silentLog drops go-redis's own log lines (failed dials during a partition,
+// pool warnings): every error already reaches the caller and the history,
+// and a torrent of them on the terminal hides the run's summary.
+type silentLog struct{}
+
+func (silentLog) Printf(context.Context, string, ...any) {}
+
+func init() { redis.SetLogger(silentLog{}) }
+
 // ClientOptions tunes a client connection.
 type ClientOptions struct {
 	// Timeout bounds each command's dial, write and read (default 500 ms).
@@ -197,15 +206,18 @@ func NewClient(addr string, o ClientOptions) *redis.Client {
 		o.PoolSize = 4
 	}
 	return redis.NewClient(&redis.Options{
-		Addr:                     addr,
-		Protocol:                 2,
-		MaxRetries:               -1,
-		DialerRetries:            1,
-		DialTimeout:              o.Timeout,
-		ReadTimeout:              o.Timeout,
-		WriteTimeout:             o.Timeout,
-		PoolSize:                 o.PoolSize,
-		DisableIdentity:          true,
+		Addr:            addr,
+		Protocol:        2,
+		MaxRetries:      -1,
+		DialerRetries:   1,
+		DialTimeout:     o.Timeout,
+		ReadTimeout:     o.Timeout,
+		WriteTimeout:    o.Timeout,
+		PoolSize:        o.PoolSize,
+		DisableIdentity: true,
+		// Locks bound single commands with a context (RedLock's per-node
+		// timeout); without this go-redis ignores context deadlines on I/O.
+		ContextTimeoutEnabled:    true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 	})
 }

@@ -80,8 +80,45 @@ type Config struct {
 	RetryDelay time.Duration
 	// Clock is the client's clock (nil: SystemClock).
 	Clock Clock
-	// Owner names the client, for algorithms that store an owner id.
+	// Owner names the client, for algorithms that store an owner id
+	// (Redisson's "client UUID:thread id"). Empty: a random one.
 	Owner string
+	// NodeTimeout bounds one command on one node where the algorithm asks
+	// for a bound much smaller than the TTL (RedLock). Default: TTL/20,
+	// between 5 ms and 50 ms.
+	NodeTimeout time.Duration
+	// WaiterTimeout is how long a fair-lock waiter may be silent before the
+	// queue drops it (Redisson's threadWaitTime). Default: 5 s.
+	WaiterTimeout time.Duration
+	// Point is called at the algorithm's named protocol points (see the
+	// Point* constants) so a nemesis can pause the client there, or crash
+	// it: a non-nil error stops the protocol on the spot, as a dying
+	// process would, and the call in progress reports an unknown outcome.
+	// Nil: no points.
+	Point func(ctx context.Context, point string) error
+}
+
+// Named protocol points, where Config.Point is called.
+const (
+	// PointAfterSetNX sits between SETNX and EXPIRE in setnx-expire (S1).
+	PointAfterSetNX = "after-setnx"
+	// PointBeforeReplies sits in RedLock after the SETs were sent to every
+	// node and before their replies are read (K6).
+	PointBeforeReplies = "before-replies"
+	// PointRenew sits before every watchdog renewal, so pausing a whole
+	// client pauses its watchdog too, as a stop-the-world pause would (S4).
+	PointRenew = "watchdog-renew"
+)
+
+// point calls cfg.Point, turning a crash there into an unknown outcome.
+func (c Config) point(ctx context.Context, name string) error {
+	if c.Point == nil {
+		return nil
+	}
+	if err := c.Point(ctx, name); err != nil {
+		return fmt.Errorf("%w: client crashed at %s: %v", ErrUnknown, name, err)
+	}
+	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -97,6 +134,15 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
 	}
+	if c.Owner == "" {
+		c.Owner = newToken() + ":1"
+	}
+	if c.NodeTimeout == 0 {
+		c.NodeTimeout = min(max(c.TTL/20, 5*time.Millisecond), 50*time.Millisecond)
+	}
+	if c.WaiterTimeout == 0 {
+		c.WaiterTimeout = 5 * time.Second
+	}
 	return c
 }
 
@@ -108,7 +154,8 @@ type Info struct {
 	Summary string
 	// Broken marks an algorithm kept as a counter-example; Summary says why.
 	Broken bool
-	// Nodes is how many independent Redis nodes it needs.
+	// Nodes is how many independent Redis nodes a scenario gives it (the
+	// algorithm itself works on any number it is handed).
 	Nodes int
 	// Fenced is true when leases carry fencing tokens.
 	Fenced bool
@@ -154,8 +201,8 @@ func New(name string, cfg Config) (Lock, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(cfg.Clients) < info.Nodes {
-		return nil, fmt.Errorf("lock %s needs %d nodes, got %d", name, info.Nodes, len(cfg.Clients))
+	if len(cfg.Clients) == 0 {
+		return nil, fmt.Errorf("lock %s: no Redis clients in its config", name)
 	}
 	return info.New(cfg.withDefaults()), nil
 }

@@ -210,11 +210,11 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			return res, err
 		}
 		clock := locks.SystemClock{}
-		lk, err := locks.New(o.Lock, locks.Config{Clients: nodeClients, TTL: o.TTL, Clock: clock, Owner: peer})
-		if err != nil {
-			return res, err
+		newLock := func(process int) (locks.Lock, error) {
+			return locks.New(o.Lock, locks.Config{Clients: nodeClients, TTL: o.TTL, Clock: clock,
+				Owner: fmt.Sprintf("%s:%d", peer, process)})
 		}
-		wo.Clients = append(wo.Clients, workloads.Client{Lock: lk, Store: workloads.NewStore(sc), Clock: clock})
+		wo.Clients = append(wo.Clients, workloads.Client{NewLock: newLock, Store: workloads.NewStore(sc), Clock: clock})
 	}
 	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
 

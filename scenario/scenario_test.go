@@ -9,6 +9,7 @@ import (
 
 	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
 )
 
 // run runs a pair on real Redis with a short time limit.
@@ -21,10 +22,16 @@ func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 	return res
 }
 
-func TestBaselineIsSafeAndMakesProgress(t *testing.T) {
-	for _, lock := range []string{"set-nx-px", "set-nx-px-fenced"} {
+// Every lock, 16 clients on one key, no faults: the harness's own checkers
+// must find mutual exclusion and the register must keep moving.
+func TestBaselineEveryLockSixteenClients(t *testing.T) {
+	for _, lock := range locks.Names() {
 		t.Run(lock, func(t *testing.T) {
-			res := run(t, "baseline", lock, 1500*time.Millisecond)
+			res, err := Run(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
+				TimeLimit: 1500 * time.Millisecond, Out: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !res.Matched || res.Outcome != Safe {
 				t.Fatalf("baseline of %s: outcome %s, verdicts %+v", lock, res.Outcome, res.Verdicts)
 			}

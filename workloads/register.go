@@ -33,8 +33,11 @@ type Pauser interface {
 
 // Client is one logical client's equipment.
 type Client struct {
-	// Lock is this client's own handle on the lock under test.
-	Lock locks.Lock
+	// NewLock builds the client's own handle on the lock under test for a
+	// process. A retired process is a crashed client: its handle is
+	// crashed (watchdogs stop, nothing is released) and the next process
+	// gets a new one, with a new owner id.
+	NewLock func(process int) (locks.Lock, error)
 	// Store is this client's own connection to the protected register.
 	Store *Store
 	// Clock is the clock its lock reads, to turn ValidUntil into harness time.
@@ -71,7 +74,12 @@ func Register(stop, abort context.Context, rec *history.Recorder, o Options) err
 				}
 			}()
 			w := &worker{rec: rec, o: &o, c: c, process: i}
+			if err := w.newLock(); err != nil {
+				errs <- err
+				return
+			}
 			w.loop(stop, abort)
+			w.crashLock()
 		}()
 	}
 	wg.Wait()
@@ -98,10 +106,34 @@ type worker struct {
 	o       *Options
 	c       Client
 	process int
+	lock    locks.Lock
 }
 
-// retire gives the client a new process id after an unknown outcome.
-func (w *worker) retire() { w.process = w.rec.NewProcess() }
+func (w *worker) newLock() error {
+	l, err := w.c.NewLock(w.process)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", w.process, err)
+	}
+	w.lock = l
+	return nil
+}
+
+// crashLock stops the handle's background work as a dying process would.
+func (w *worker) crashLock() {
+	if c, ok := w.lock.(locks.Crasher); ok {
+		c.Crash()
+	}
+}
+
+// retire gives the client a new process id, and a new lock handle, after
+// an unknown outcome.
+func (w *worker) retire() {
+	w.crashLock()
+	w.process = w.rec.NewProcess()
+	if err := w.newLock(); err != nil {
+		panic(err) // the same factory built the first one: a harness bug
+	}
+}
 
 func (w *worker) loop(stop, abort context.Context) {
 	for stop.Err() == nil && abort.Err() == nil {
@@ -122,7 +154,7 @@ func (w *worker) loop(stop, abort context.Context) {
 func (w *worker) cycle(ctx context.Context) {
 	key, reg := w.o.Key, w.o.Register
 	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
-	lease, err := w.c.Lock.Acquire(ctx, key)
+	lease, err := w.lock.Acquire(ctx, key)
 	switch {
 	case errors.Is(err, locks.ErrNotAcquired):
 		w.rec.Complete(inv, history.Fail, nil, err)
@@ -165,7 +197,7 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 
 	inv = w.rec.Invoke(w.process, history.Release, key, &history.Value{Token: lease.Token})
-	err = w.c.Lock.Release(ctx, lease)
+	err = w.lock.Release(ctx, lease)
 	switch {
 	case err == nil:
 		w.rec.Complete(inv, history.OK, nil, nil)
