@@ -8,8 +8,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +29,27 @@ type Options struct {
 	// Dir is where node data dirs are made; empty means the system temp dir.
 	// The cluster removes what it made there on Close.
 	Dir string
-	// ExtraArgs are appended to every node's command line.
+	// ExtraArgs are appended to every data node's command line.
 	ExtraArgs []string
+	// FaketimeServer is the redis-server run under libfaketime for nodes
+	// with a faked clock; empty means $LOCKTORTURE_FAKETIME_REDIS, else the
+	// build scripts/build-faketime-redis.sh caches.
+	FaketimeServer string
+	// Faketime is libfaketime.so.1; empty means Debian's.
+	Faketime string
+	// Sentinel is the redis-sentinel binary; empty means "redis-sentinel".
+	Sentinel string
+}
+
+// NodeOptions describes one data node.
+type NodeOptions struct {
+	Name        string
+	Persistence Persistence
+	// Clock runs the node under libfaketime so SetClockOffset moves the
+	// clock its key expiry follows.
+	Clock bool
+	// Args are appended to this node's command line.
+	Args []string
 }
 
 // Cluster owns every node and link it made and stops them all on Close.
@@ -73,7 +94,7 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 		return nil, err
 	}
 	for i := 1; i <= n; i++ {
-		if _, err := c.AddNode(ctx, fmt.Sprintf("n%d", i), NoPersistence); err != nil {
+		if _, err := c.AddNode(ctx, NodeOptions{Name: fmt.Sprintf("n%d", i)}); err != nil {
 			c.Close()
 			return nil, err
 		}
@@ -81,11 +102,83 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 	return c, nil
 }
 
-// AddNode starts a new node on a free port. A port grabbed by someone else
-// between picking and binding is retried with another.
-func (c *Cluster) AddNode(ctx context.Context, name string, p Persistence) (*Node, error) {
-	if p == "" {
-		p = NoPersistence
+// AddNode starts a new data node on a free port.
+func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*Node, error) {
+	if o.Persistence == "" {
+		o.Persistence = NoPersistence
+	}
+	var env []string
+	bin := c.server
+	clockFile := ""
+	if o.Clock {
+		var err error
+		if bin, env, err = c.faketime(); err != nil {
+			return nil, err
+		}
+	}
+	return c.addProcess(ctx, o.Name, func(n *Node) error {
+		n.persistence, n.bin, n.env = o.Persistence, bin, env
+		n.args = redisArgs(n.port, n.dir, o.Persistence, append(append([]string(nil), c.opts.ExtraArgs...), o.Args...))
+		if o.Clock {
+			clockFile = filepath.Join(n.dir, "faketime")
+			n.clockFile = clockFile
+			n.env = append(n.env, "FAKETIME_TIMESTAMP_FILE="+clockFile)
+			return writeClockFile(clockFile, 0)
+		}
+		return nil
+	})
+}
+
+// faketime finds the libc-allocator redis-server and libfaketime.
+func (c *Cluster) faketime() (string, []string, error) {
+	server := c.opts.FaketimeServer
+	if server == "" {
+		server = FaketimeServerPath()
+	}
+	if _, err := os.Stat(server); err != nil {
+		return "", nil, fmt.Errorf("cluster: a faked node clock needs redis-server built with the libc allocator at %s: run `make setup` (scripts/build-faketime-redis.sh); Debian's jemalloc build hangs under libfaketime", server)
+	}
+	lib := c.opts.Faketime
+	if lib == "" {
+		found, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
+		if len(found) == 0 {
+			return "", nil, errors.New("cluster: libfaketime.so.1 not found: run `make setup` (apt-get install libfaketime)")
+		}
+		lib = found[0]
+	}
+	return server, []string{
+		"LD_PRELOAD=" + lib,
+		"FAKETIME_NO_CACHE=1",
+		// Redis's event loop must keep real time, or serverCron stalls.
+		"FAKETIME_DONT_FAKE_MONOTONIC=1",
+	}, nil
+}
+
+// FaketimeServerPath is where the libc-allocator redis-server is looked for:
+// $LOCKTORTURE_FAKETIME_REDIS, else the cache of build-faketime-redis.sh.
+func FaketimeServerPath() string {
+	if p := os.Getenv("LOCKTORTURE_FAKETIME_REDIS"); p != "" {
+		return p
+	}
+	cache := os.Getenv("LOCKTORTURE_CACHE")
+	if cache == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		cache = filepath.Join(base, "locktorture")
+	}
+	return filepath.Join(cache, "redis-libc", "redis-server")
+}
+
+// addProcess picks a free port, lets setup fill in the node, and starts
+// it; a port grabbed by someone else before the bind is retried.
+func (c *Cluster) addProcess(ctx context.Context, name string, setup func(*Node) error) (*Node, error) {
+	if c.closed() {
+		return nil, fmt.Errorf("cluster: add %s: cluster is closed", name)
+	}
+	if c.Node(name) != nil {
+		return nil, fmt.Errorf("cluster: a node called %s exists already", name)
 	}
 	dir, err := os.MkdirTemp(c.dir, name+"-")
 	if err != nil {
@@ -97,7 +190,10 @@ func (c *Cluster) AddNode(ctx context.Context, name string, p Persistence) (*Nod
 		if err != nil {
 			return nil, err
 		}
-		n := &Node{Name: name, cluster: c, port: port, dir: dir, persistence: p, links: map[string]*Link{}}
+		n := &Node{Name: name, cluster: c, port: port, dir: dir, links: map[string]*Link{}}
+		if err := setup(n); err != nil {
+			return nil, err
+		}
 		lastErr = n.Start(ctx)
 		if lastErr == nil {
 			c.mu.Lock()
@@ -167,6 +263,9 @@ func (c *Cluster) Close() error {
 		if n.cmd != nil {
 			n.killLocked()
 		}
+		if n.aof != nil {
+			n.aof.close()
+		}
 		n.mu.Unlock()
 	}
 	_ = c.proxies.Collection.Clear()
@@ -193,31 +292,41 @@ type ClientOptions struct {
 	PoolSize int
 }
 
-// NewClient connects go-redis to addr (normally a Link's) in the one way the
-// harness allows: no retries (go-redis would otherwise re-send a SET NX after
-// a timeout and report the client's own lock as taken by someone else), one
-// dial attempt, RESP2, no identity or maintenance handshakes. An error from
-// such a client is an unknown outcome, never a silent second try.
-func NewClient(addr string, o ClientOptions) *redis.Client {
+func (o ClientOptions) withDefaults() ClientOptions {
 	if o.Timeout == 0 {
 		o.Timeout = 500 * time.Millisecond
 	}
 	if o.PoolSize == 0 {
 		o.PoolSize = 4
 	}
+	return o
+}
+
+// NewClient connects go-redis to addr (normally a Link's) in the one way the
+// harness allows: no retries (go-redis would otherwise re-send a SET NX after
+// a timeout and report the client's own lock as taken by someone else), one
+// dial attempt, RESP2, no identity or maintenance handshakes. An error from
+// such a client is an unknown outcome, never a silent second try.
+func NewClient(addr string, o ClientOptions) *redis.Client {
+	return newClient(addr, o, nil)
+}
+
+func newClient(addr string, o ClientOptions, dial func(context.Context, string, string) (net.Conn, error)) *redis.Client {
+	o = o.withDefaults()
 	return redis.NewClient(&redis.Options{
-		Addr:            addr,
-		Protocol:        2,
-		MaxRetries:      -1,
-		DialerRetries:   1,
-		DialTimeout:     o.Timeout,
-		ReadTimeout:     o.Timeout,
-		WriteTimeout:    o.Timeout,
-		PoolSize:        o.PoolSize,
-		DisableIdentity: true,
+		Addr:                     addr,
+		Dialer:                   dial,
+		Protocol:                 2,
+		MaxRetries:               -1,
+		DialerRetries:            1,
+		DialTimeout:              o.Timeout,
+		ReadTimeout:              o.Timeout,
+		WriteTimeout:             o.Timeout,
+		PoolSize:                 o.PoolSize,
+		DisableIdentity:          true,
+		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
 		// Locks bound single commands with a context (RedLock's per-node
 		// timeout); without this go-redis ignores context deadlines on I/O.
-		ContextTimeoutEnabled:    true,
-		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
+		ContextTimeoutEnabled: true,
 	})
 }

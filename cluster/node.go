@@ -40,12 +40,21 @@ type Node struct {
 	port        int
 	dir         string
 	persistence Persistence
+	bin         string
+	env         []string
+	args        []string
+	// clockFile is libfaketime's timestamp file; empty when the node's
+	// clock is the machine's.
+	clockFile string
+	sentinel  bool
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	exited chan struct{}
-	paused bool
-	links  map[string]*Link
+	mu          sync.Mutex
+	cmd         *exec.Cmd
+	exited      chan struct{}
+	paused      bool
+	links       map[string]*Link
+	clockOffset time.Duration
+	aof         *aofSampler
 }
 
 // NodeInfo is what a person (or a test) needs to find a node's process.
@@ -55,6 +64,10 @@ type NodeInfo struct {
 	PID         int         `json:"pid"`
 	Dir         string      `json:"dir"`
 	Persistence Persistence `json:"persistence"`
+	// Server is the binary: Debian's, or the libc-allocator build when the
+	// node's clock is faked.
+	Server   string `json:"server"`
+	Sentinel bool   `json:"sentinel,omitempty"`
 }
 
 // Addr is the node's own address. Clients must use a Link instead; this is
@@ -73,7 +86,8 @@ func (n *Node) PID() int {
 
 // Info describes the node.
 func (n *Node) Info() NodeInfo {
-	return NodeInfo{Name: n.Name, Port: n.port, PID: n.PID(), Dir: n.dir, Persistence: n.persistence}
+	return NodeInfo{Name: n.Name, Port: n.port, PID: n.PID(), Dir: n.dir, Persistence: n.persistence,
+		Server: n.bin, Sentinel: n.sentinel}
 }
 
 // Link returns peer's own link to this node, creating it on first use.
@@ -102,18 +116,21 @@ func (n *Node) Links() []*Link {
 	return out
 }
 
-func (n *Node) args() []string {
+// redisArgs is the command line of a data node.
+func redisArgs(port int, dir string, p Persistence, extra []string) []string {
 	a := []string{
-		"--port", strconv.Itoa(n.port),
+		"--port", strconv.Itoa(port),
 		"--bind", "127.0.0.1",
 		"--protected-mode", "yes",
-		"--dir", n.dir,
-		"--logfile", filepath.Join(n.dir, "redis.log"),
+		"--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"),
 		"--daemonize", "no",
 		"--save", "",
 		"--enable-debug-command", "local",
+		// A replica's first sync would otherwise wait 5 s for company.
+		"--repl-diskless-sync-delay", "0",
 	}
-	switch n.persistence {
+	switch p {
 	case AOFEverySec:
 		a = append(a, "--appendonly", "yes", "--appendfsync", "everysec")
 	case AOFAlways:
@@ -121,7 +138,7 @@ func (n *Node) args() []string {
 	default:
 		a = append(a, "--appendonly", "no")
 	}
-	return append(a, n.cluster.opts.ExtraArgs...)
+	return append(a, extra...)
 }
 
 // Start runs the process and waits until it answers PING. It is also the
@@ -135,8 +152,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cluster.closed() {
 		return fmt.Errorf("cluster: node %s: cluster is closed", n.Name)
 	}
-	cmd := exec.Command(n.cluster.server, n.args()...)
+	cmd := exec.Command(n.bin, n.args...)
 	cmd.Dir = n.dir
+	cmd.Env = append(os.Environ(), n.env...)
 	if err := startProcess(cmd); err != nil {
 		return fmt.Errorf("cluster: start node %s: %w", n.Name, err)
 	}
@@ -146,6 +164,9 @@ func (n *Node) Start(ctx context.Context) error {
 	if err := waitReady(ctx, n.Addr(), exited); err != nil {
 		n.killLocked()
 		return fmt.Errorf("cluster: node %s on port %d: %w%s", n.Name, n.port, err, n.logTail())
+	}
+	if n.persistence == AOFEverySec && n.aof == nil {
+		n.aof = startAOFSampler(n.dir)
 	}
 	return nil
 }
@@ -193,7 +214,11 @@ func ping(addr string) error {
 }
 
 func (n *Node) logTail() string {
-	b, err := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+	log := "redis.log"
+	if n.sentinel {
+		log = "sentinel.log"
+	}
+	b, err := os.ReadFile(filepath.Join(n.dir, log))
 	if err != nil || len(b) == 0 {
 		return ""
 	}
@@ -202,7 +227,7 @@ func (n *Node) logTail() string {
 	if strings.Contains(last, "Address already in use") {
 		return ": " + errAddrInUse.Error()
 	}
-	return ": redis.log: " + last
+	return ": " + log + ": " + last
 }
 
 // Pause stops the process with SIGSTOP: it keeps its state and its port
@@ -243,6 +268,35 @@ func (n *Node) killLocked() {
 	n.cmd, n.exited, n.paused = nil, nil, false
 }
 
+// Restart starts a stopped or killed node again after delay (0: at once),
+// on the same port and data dir: what it finds there is what survived.
+func (n *Node) Restart(ctx context.Context, delay time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(delay):
+	}
+	return n.Start(ctx)
+}
+
+// PowerLoss is kill -9 plus the loss of what the disk had not been told to
+// keep. A plain kill keeps everything in the page cache, fsynced or not, so
+// for appendfsync everysec the AOF is cut back to its size one second ago,
+// the most that policy may lose. With appendfsync always nothing is lost;
+// without persistence everything is.
+func (n *Node) PowerLoss() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("cluster: node %s is not running", n.Name)
+	}
+	n.killLocked()
+	if n.aof != nil {
+		return n.aof.truncateToSynced(time.Second)
+	}
+	return nil
+}
+
 // Stop shuts the process down with SIGTERM (a paused one is continued
 // first so it can hear it) and kills it if it has not exited within 5 s.
 func (n *Node) Stop() error {
@@ -262,6 +316,40 @@ func (n *Node) Stop() error {
 		n.killLocked()
 	}
 	return nil
+}
+
+// SetClockOffset moves the clock the node reads for key expiry by d from
+// the machine's (libfaketime; the node must have been added with Clock).
+// Redis's event loop runs on the monotonic clock, which stays true.
+func (n *Node) SetClockOffset(d time.Duration) error {
+	if n.clockFile == "" {
+		return fmt.Errorf("cluster: node %s was not started with a faked clock (NodeOptions.Clock)", n.Name)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if err := writeClockFile(n.clockFile, d); err != nil {
+		return err
+	}
+	n.clockOffset = d
+	return nil
+}
+
+// ClockOffset is the node's current clock offset.
+func (n *Node) ClockOffset() time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.clockOffset
+}
+
+// writeClockFile replaces libfaketime's timestamp file atomically: Redis
+// exits if it ever reads a half-written one. Offsets are fractional seconds
+// ("+1.500s"): libfaketime reads "ms" as minutes.
+func writeClockFile(path string, d time.Duration) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+.3fs\n", d.Seconds())), 0o644); err != nil {
+		return fmt.Errorf("cluster: clock file: %w", err)
+	}
+	return os.Rename(tmp, path)
 }
 
 // CutOff cuts every link to the node: nobody reaches it until Heal.

@@ -1,16 +1,53 @@
 // Package nemesis injects faults into a run and records each of them as ops
 // in the same history as the clients', so checkers and timelines can line a
-// fault up against what the clients saw.
+// fault up against what the clients saw. Every fault here happens to real
+// Redis processes or real client code: nothing is simulated.
 package nemesis
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
+	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/history"
 )
+
+// Nemesis acts on one cluster and records what it does in rec.
+type Nemesis struct {
+	rec *history.Recorder
+	cl  *cluster.Cluster
+}
+
+// New returns a nemesis for cl recording in rec.
+func New(rec *history.Recorder, cl *cluster.Cluster) *Nemesis { return &Nemesis{rec: rec, cl: cl} }
+
+// record writes one nemesis action as an invoke and its completion: a
+// fault that lasts has a start action and an end action. An action that
+// failed is recorded as such and its error returned.
+func record(rec *history.Recorder, f string, v *history.Value, act func() error) error {
+	inv := rec.Invoke(history.NemesisProcess, f, "", v)
+	var err error
+	if act != nil {
+		err = act()
+	}
+	if err != nil {
+		rec.Complete(inv, history.Fail, v, err)
+		return err
+	}
+	rec.Complete(inv, history.OK, v, nil)
+	return nil
+}
+
+func (n *Nemesis) node(name string) (*cluster.Node, error) {
+	nd := n.cl.Node(name)
+	if nd == nil {
+		return nil, fmt.Errorf("nemesis: no node %q", name)
+	}
+	return nd, nil
+}
 
 // Step is one scripted action, taken At this long after the schedule starts.
 type Step struct {
@@ -20,8 +57,8 @@ type Step struct {
 	Do   func(ctx context.Context) error
 }
 
-// Schedule is a scripted fault plan: the same steps at the same offsets on
-// every run, so a failure story reproduces every time.
+// Schedule is a fault plan: the same steps at the same offsets on every
+// run, so a failure story reproduces every time.
 type Schedule []Step
 
 // Run takes each step at its time until ctx ends. A step's error ends the
@@ -44,10 +81,11 @@ func (s Schedule) Run(ctx context.Context) error {
 	return nil
 }
 
-// record writes one nemesis action as an invoke and its ok: nemesis actions
-// are instantaneous in the history; a fault that lasts has a start action
-// and an end action.
-func record(rec *history.Recorder, f string, v *history.Value) {
-	inv := rec.Invoke(history.NemesisProcess, f, "", v)
-	rec.Complete(inv, history.OK, v, nil)
+// String lists the steps, one per line, for logs and for replaying a seed.
+func (s Schedule) String() string {
+	var b strings.Builder
+	for _, st := range s {
+		fmt.Fprintf(&b, "%8s  %s\n", st.At, st.Name)
+	}
+	return b.String()
 }

@@ -50,8 +50,8 @@ func (e Expectation) String() string {
 type Env struct {
 	// TTL is the run's lease time.
 	TTL time.Duration
-	// Pauser holds clients at the workload's pause points.
-	Pauser *nemesis.ClientPauser
+	// Gate stands at the clients' named points.
+	Gate *nemesis.Gate
 }
 
 // Scenario is one failure story.
@@ -111,7 +111,7 @@ func init() {
 			// Warm up for one TTL, then pause the next client to reach the
 			// write for 2.5 TTLs: long enough for its lease to lapse and a
 			// successor to take the lock and write.
-			return nemesis.Schedule{e.Pauser.ArmStep(e.TTL, workloads.BeforeWrite, 5*e.TTL/2)}
+			return nemesis.Schedule{e.Gate.ArmPauseStep(e.TTL, workloads.BeforeWrite, 5*e.TTL/2)}
 		},
 	})
 }

@@ -162,11 +162,11 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer cl.Close()
 	for i := 1; i <= info.Nodes; i++ {
-		if _, err := cl.AddNode(ctx, fmt.Sprintf("n%d", i), cluster.NoPersistence); err != nil {
+		if _, err := cl.AddNode(ctx, cluster.NodeOptions{Name: fmt.Sprintf("n%d", i)}); err != nil {
 			return res, err
 		}
 	}
-	store, err := cl.AddNode(ctx, "store", cluster.NoPersistence)
+	store, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
 	if err != nil {
 		return res, err
 	}
@@ -190,8 +190,8 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		conns = append(conns, c)
 		return c, nil
 	}
-	pauser := nemesis.NewClientPauser(rec)
-	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Pauser: pauser}
+	gate := nemesis.NewGate(rec)
+	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: gate}
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
 		var nodeClients []*redis.Client
@@ -209,10 +209,11 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		if err != nil {
 			return res, err
 		}
-		clock := locks.SystemClock{}
+		clock := &nemesis.ClientClock{Name: peer}
 		newLock := func(process int) (locks.Lock, error) {
+			point := func(ctx context.Context, name string) error { return gate.At(ctx, i, process, name) }
 			return locks.New(o.Lock, locks.Config{Clients: nodeClients, TTL: o.TTL, Clock: clock,
-				Owner: fmt.Sprintf("%s:%d", peer, process)})
+				Owner: fmt.Sprintf("%s:%d", peer, process), Point: point})
 		}
 		wo.Clients = append(wo.Clients, workloads.Client{NewLock: newLock, Store: workloads.NewStore(sc), Clock: clock})
 	}
@@ -221,7 +222,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	stop, cancelStop := context.WithTimeout(ctx, o.TimeLimit)
 	defer cancelStop()
 	nemErr := make(chan error, 1)
-	go func() { nemErr <- s.Schedule(Env{TTL: o.TTL, Pauser: pauser}).Run(stop) }()
+	go func() { nemErr <- s.Schedule(Env{TTL: o.TTL, Gate: gate}).Run(stop) }()
 	werr := workloads.Register(stop, ctx, rec, wo)
 	cancelStop()
 	nerr := <-nemErr

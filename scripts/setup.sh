@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs what the harness runs against, from Debian's packages, when it is
 # missing: real redis-server and redis-sentinel processes, redis-cli for
-# poking at them by hand, and libfaketime for the per-node clock nemesis.
-# Safe to run again: it installs nothing that is already there.
+# poking at them by hand, libfaketime for the per-node clock nemesis, and
+# the compiler and dpkg-dev to build the libc-allocator redis-server that
+# libfaketime needs (scripts/build-faketime-redis.sh, cached after the first
+# build). Safe to run again: it installs and builds nothing that is there.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in redis-server redis-sentinel redis-tools libfaketime; do
+for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 
@@ -23,4 +26,5 @@ if ((${#need[@]})); then
 fi
 
 command -v go >/dev/null || { echo "setup: the go command is missing: install Go 1.21 or newer; it fetches the toolchain go.mod names" >&2; exit 1; }
-echo "setup: $(redis-server --version | cut -d' ' -f1-3), $(go version | cut -d' ' -f3)"
+faketime_redis=$(./scripts/build-faketime-redis.sh)
+echo "setup: $(redis-server --version | cut -d' ' -f1-3), $(go version | cut -d' ' -f3), clock-nemesis redis: $faketime_redis"

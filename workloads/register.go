@@ -26,9 +26,10 @@ const (
 	BeforeWrite = "before-write"
 )
 
-// Pauser holds a client at a pause point when the nemesis says so.
-type Pauser interface {
-	At(ctx context.Context, process int, point string)
+// Gate stands at a client's named points; the nemesis may pause the client
+// there or crash it (a non-nil error: stop as a dead process would).
+type Gate interface {
+	At(ctx context.Context, client, process int, point string) error
 }
 
 // Client is one logical client's equipment.
@@ -51,8 +52,8 @@ type Options struct {
 	Key, Register string
 	// Think is the mean pause between a release and the next acquire.
 	Think time.Duration
-	// Pauser may hold a client at a pause point (nil: never).
-	Pauser Pauser
+	// Gate may pause or crash a client at a point (nil: never).
+	Gate Gate
 }
 
 // Register runs the increment workload: each client loops acquire → read
@@ -73,7 +74,7 @@ func Register(stop, abort context.Context, rec *history.Recorder, o Options) err
 					errs <- fmt.Errorf("client %d panicked: %v\n%s", i, r, debug.Stack())
 				}
 			}()
-			w := &worker{rec: rec, o: &o, c: c, process: i}
+			w := &worker{rec: rec, o: &o, c: c, client: i, process: i}
 			if err := w.newLock(); err != nil {
 				errs <- err
 				return
@@ -105,6 +106,7 @@ type worker struct {
 	rec     *history.Recorder
 	o       *Options
 	c       Client
+	client  int
 	process int
 	lock    locks.Lock
 }
@@ -179,8 +181,11 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 	w.rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(r)}, nil)
 
-	if w.o.Pauser != nil {
-		w.o.Pauser.At(ctx, w.process, BeforeWrite)
+	if w.o.Gate != nil {
+		if err := w.o.Gate.At(ctx, w.client, w.process, BeforeWrite); err != nil {
+			w.crash(err)
+			return
+		}
 	}
 
 	inv = w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(r + 1), Fence: lease.Fence})
@@ -207,6 +212,15 @@ func (w *worker) cycle(ctx context.Context) {
 		w.rec.Complete(inv, history.Info, nil, err)
 		w.retire()
 	}
+}
+
+// crash records that the process died where no op was in flight (an
+// invoke and an info of f "crash", so every invoke keeps its completion and
+// checkers see the process end), and retires it.
+func (w *worker) crash(err error) {
+	inv := w.rec.Invoke(w.process, "crash", "", nil)
+	w.rec.Complete(inv, history.Info, nil, err)
+	w.retire()
 }
 
 // ProcessName is how a client's peer name on its links is spelled, so a

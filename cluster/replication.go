@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// admin is a short-lived direct connection for the harness's own commands.
+func (n *Node) admin() *redis.Client {
+	return NewClient(n.Addr(), ClientOptions{Timeout: time.Second, PoolSize: 1})
+}
+
+// Do runs one admin command on the node, straight to its port (no link):
+// the harness's own view, unaffected by the faults it injects.
+func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
+	c := n.admin()
+	defer c.Close()
+	return c.Do(ctx, args...).Result()
+}
+
+// ReplicaOf makes n a replica of master, replicating through its own link
+// (peer "repl:<n>") so a nemesis can slow or cut replication alone. It
+// returns once the first sync is done.
+func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
+	l, err := master.Link(ReplicationPeer(n.Name))
+	if err != nil {
+		return err
+	}
+	host, port, _ := net.SplitHostPort(l.Addr())
+	if _, err := n.Do(ctx, "REPLICAOF", host, port); err != nil {
+		return fmt.Errorf("cluster: %s REPLICAOF %s: %w", n.Name, master.Name, err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		info, err := n.Do(ctx, "INFO", "replication")
+		if err == nil && strings.Contains(fmt.Sprint(info), "master_link_status:up") {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("cluster: %s did not sync from %s within 10s", n.Name, master.Name)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// ReplicationPeer is the peer name of replica's link to its master.
+func ReplicationPeer(replica string) string { return "repl:" + replica }
+
+// Promote turns a replica into a master (REPLICAOF NO ONE): promotion by
+// hand, as an operator or a script would after the master died.
+func (n *Node) Promote(ctx context.Context) error {
+	if _, err := n.Do(ctx, "REPLICAOF", "NO", "ONE"); err != nil {
+		return fmt.Errorf("cluster: promote %s: %w", n.Name, err)
+	}
+	return nil
+}
+
+// Role is what the node says it is: "master", "slave" or "sentinel".
+func (n *Node) Role(ctx context.Context) (string, error) {
+	r, err := n.Do(ctx, "ROLE")
+	if err != nil {
+		return "", err
+	}
+	if a, ok := r.([]any); ok && len(a) > 0 {
+		return fmt.Sprint(a[0]), nil
+	}
+	return "", fmt.Errorf("cluster: %s: odd ROLE reply %v", n.Name, r)
+}
+
+// Primary is the node clients treat as the master, switched by a promotion
+// by hand. Clients dial through it, each through its own link to whichever
+// node is primary now.
+type Primary struct {
+	mu   sync.Mutex
+	node *Node
+}
+
+// NewPrimary starts with node as the master.
+func NewPrimary(node *Node) *Primary { return &Primary{node: node} }
+
+// Node is the current master.
+func (p *Primary) Node() *Node {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.node
+}
+
+// Promote makes replica the master and points every client's future
+// connections at it. Connections to the old master stay as they are: they
+// fail when it is dead, which is how a client learns of a failover.
+func (p *Primary) Promote(ctx context.Context, replica *Node) error {
+	if err := replica.Promote(ctx); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.node = replica
+	p.mu.Unlock()
+	return nil
+}
+
+// Client connects peer to whichever node is primary at dial time.
+func (p *Primary) Client(peer string, o ClientOptions) *redis.Client {
+	dial := func(ctx context.Context, network, _ string) (net.Conn, error) {
+		l, err := p.Node().Link(peer)
+		if err != nil {
+			return nil, err
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, l.Addr())
+	}
+	return newClient("primary-of-"+peer, o, dial)
+}

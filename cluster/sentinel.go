@@ -1,0 +1,175 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// SentinelOptions configures automatic failover by real redis-sentinel
+// processes.
+type SentinelOptions struct {
+	// MasterName is the monitored master's name (default "locktorture").
+	MasterName string
+	// Master is the node to monitor.
+	Master *Node
+	// Count is how many sentinels (default 3); Quorum how many must agree
+	// the master is down (default 2).
+	Count, Quorum int
+	// DownAfter is down-after-milliseconds (default 250 ms), and
+	// FailoverTimeout failover-timeout (default 2 s): small, so a failover
+	// fits in a test.
+	DownAfter, FailoverTimeout time.Duration
+}
+
+func (o SentinelOptions) withDefaults() SentinelOptions {
+	if o.MasterName == "" {
+		o.MasterName = "locktorture"
+	}
+	if o.Count == 0 {
+		o.Count = 3
+	}
+	if o.Quorum == 0 {
+		o.Quorum = o.Count/2 + 1
+	}
+	if o.DownAfter == 0 {
+		o.DownAfter = 250 * time.Millisecond
+	}
+	if o.FailoverTimeout == 0 {
+		o.FailoverTimeout = 2 * time.Second
+	}
+	return o
+}
+
+// Sentinels is a running group of sentinels watching one master.
+type Sentinels struct {
+	Options SentinelOptions
+	Nodes   []*Node
+	cluster *Cluster
+}
+
+// AddSentinels starts the sentinels and waits until they have found each
+// other and the master's replicas (about 1.5 s), so a failover right after
+// can reach its quorum.
+func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentinels, error) {
+	o = o.withDefaults()
+	bin := c.opts.Sentinel
+	if bin == "" {
+		bin = "redis-sentinel"
+	}
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: %s not found: install it with `make setup` (apt-get install redis-sentinel)", bin)
+	}
+	s := &Sentinels{Options: o, cluster: c}
+	for i := 1; i <= o.Count; i++ {
+		n, err := c.addProcess(ctx, fmt.Sprintf("sentinel%d", i), func(n *Node) error {
+			n.bin, n.sentinel = path, true
+			conf := filepath.Join(n.dir, "sentinel.conf")
+			n.args = []string{conf}
+			// Sentinel rewrites its config file as it learns: it must be
+			// its own, writable, and written afresh for each port tried.
+			text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"+
+				"sentinel monitor %s 127.0.0.1 %d %d\nsentinel down-after-milliseconds %s %d\n"+
+				"sentinel failover-timeout %s %d\nsentinel parallel-syncs %s 1\n",
+				n.port, n.dir, filepath.Join(n.dir, "sentinel.log"),
+				o.MasterName, o.Master.port, o.Quorum, o.MasterName, o.DownAfter.Milliseconds(),
+				o.MasterName, o.FailoverTimeout.Milliseconds(), o.MasterName)
+			return os.WriteFile(conf, []byte(text), 0o644)
+		})
+		if err != nil {
+			return nil, err
+		}
+		s.Nodes = append(s.Nodes, n)
+	}
+	return s, s.waitDiscovery(ctx)
+}
+
+func (s *Sentinels) waitDiscovery(ctx context.Context) error {
+	deadline := time.Now().Add(15 * time.Second)
+	for _, n := range s.Nodes {
+		for {
+			peers, err := n.Do(ctx, "SENTINEL", "SENTINELS", s.Options.MasterName)
+			if l, ok := peers.([]any); err == nil && ok && len(l) >= len(s.Nodes)-1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("cluster: %s did not find the other sentinels within 15s", n.Name)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// Master asks the first sentinel that answers which node is master now.
+func (s *Sentinels) Master(ctx context.Context) (*Node, error) {
+	for _, n := range s.Nodes {
+		r, err := n.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Options.MasterName)
+		a, ok := r.([]any)
+		if err != nil || !ok || len(a) != 2 {
+			continue
+		}
+		port, _ := strconv.Atoi(fmt.Sprint(a[1]))
+		for _, d := range s.cluster.Nodes() {
+			if !d.sentinel && d.port == port {
+				return d, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("cluster: no sentinel names a known master")
+}
+
+// Addrs are the sentinels' addresses.
+func (s *Sentinels) Addrs() []string {
+	var out []string
+	for _, n := range s.Nodes {
+		out = append(out, n.Addr())
+	}
+	return out
+}
+
+// Client is go-redis's failover client for peer: it asks the sentinels
+// for the master, as applications do, and reaches data nodes through
+// peer's own links (sentinels are dialled directly).
+func (s *Sentinels) Client(peer string, o ClientOptions) *redis.Client {
+	o = o.withDefaults()
+	byAddr := map[string]*Node{}
+	for _, n := range s.cluster.Nodes() {
+		if !n.sentinel {
+			byAddr[n.Addr()] = n
+		}
+	}
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if n, ok := byAddr[addr]; ok {
+			l, err := n.Link(peer)
+			if err != nil {
+				return nil, err
+			}
+			addr = l.Addr()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	return redis.NewFailoverClient(&redis.FailoverOptions{
+		MasterName:            s.Options.MasterName,
+		SentinelAddrs:         s.Addrs(),
+		Dialer:                dial,
+		Protocol:              2,
+		MaxRetries:            -1,
+		DialerRetries:         1,
+		DialTimeout:           o.Timeout,
+		ReadTimeout:           o.Timeout,
+		WriteTimeout:          o.Timeout,
+		PoolSize:              o.PoolSize,
+		DisableIdentity:       true,
+		ContextTimeoutEnabled: true,
+	})
+}

@@ -1,0 +1,370 @@
+package nemesis_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/nemesis"
+)
+
+var ctx = context.Background()
+
+type env struct {
+	t   *testing.T
+	cl  *cluster.Cluster
+	rec *history.Recorder
+	nem *nemesis.Nemesis
+}
+
+func newEnv(t *testing.T, nodes ...cluster.NodeOptions) *env {
+	t.Helper()
+	cl, err := cluster.New(cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	for _, o := range nodes {
+		if _, err := cl.AddNode(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := history.NewRecorder(nil, 0)
+	return &env{t: t, cl: cl, rec: rec, nem: nemesis.New(rec, cl)}
+}
+
+func names(ns ...string) []cluster.NodeOptions {
+	var out []cluster.NodeOptions
+	for _, n := range ns {
+		out = append(out, cluster.NodeOptions{Name: n})
+	}
+	return out
+}
+
+// client is peer's connection to node through its own link.
+func (e *env) client(peer, node string) *redis.Client {
+	e.t.Helper()
+	l, err := e.cl.Node(node).Link(peer)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c := cluster.NewClient(l.Addr(), cluster.ClientOptions{Timeout: 200 * time.Millisecond})
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// direct is the harness's own fault-free view of a node.
+func (e *env) direct(node string) *redis.Client {
+	c := cluster.NewClient(e.cl.Node(node).Addr(), cluster.ClientOptions{Timeout: time.Second})
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// recorded says whether the nemesis recorded an op of f.
+func (e *env) recorded(f string) bool {
+	for _, op := range e.rec.Ops() {
+		if op.Process == history.NemesisProcess && op.F == f && op.Type == history.OK {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *env) must(err error) {
+	e.t.Helper()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func TestPartitionCutsOnlyTheGrudgedLinksAndHeals(t *testing.T) {
+	e := newEnv(t, names("n1", "n2")...)
+	c1n1, c1n2, c2n1 := e.client("c1", "n1"), e.client("c1", "n2"), e.client("c2", "n1")
+	e.must(e.nem.Partition(nemesis.Grudge{"c1": {"n1"}}))
+	start := time.Now()
+	if err := c1n1.Ping(ctx).Err(); err == nil {
+		t.Fatal("c1 reached n1 across the partition")
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("cut link took %v to fail, want about the 200ms client timeout", d)
+	}
+	if err := c1n2.Ping(ctx).Err(); err != nil {
+		t.Fatalf("c1→n2 is not in the grudge: %v", err)
+	}
+	if err := c2n1.Ping(ctx).Err(); err != nil {
+		t.Fatalf("c2→n1 is not in the grudge: %v", err)
+	}
+	e.must(e.nem.Heal())
+	if err := e.client("c1", "n1").Ping(ctx).Err(); err != nil {
+		t.Fatalf("after heal: %v", err)
+	}
+	if !e.recorded("partition-start") || !e.recorded("partition-end") {
+		t.Fatal("partition not recorded in the history")
+	}
+}
+
+func TestLatencyOnOneLink(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	slow, fast := e.client("c1", "n1"), e.client("c2", "n1")
+	e.must(e.nem.Latency("c1", "n1", 40*time.Millisecond, 0))
+	start := time.Now()
+	e.must(slow.Ping(ctx).Err())
+	if d := time.Since(start); d < 80*time.Millisecond {
+		t.Fatalf("PING through 40ms each way took %v", d)
+	}
+	start = time.Now()
+	e.must(fast.Ping(ctx).Err())
+	if d := time.Since(start); d > 40*time.Millisecond {
+		t.Fatalf("the other client's link was slowed too: %v", d)
+	}
+	e.must(e.nem.Latency("c1", "n1", 0, 0))
+	start = time.Now()
+	e.must(slow.Ping(ctx).Err())
+	if d := time.Since(start); d > 40*time.Millisecond {
+		t.Fatalf("latency not removed: %v", d)
+	}
+	if !e.recorded("latency-start") || !e.recorded("latency-end") {
+		t.Fatal("latency not recorded")
+	}
+}
+
+func TestNodePauseAndResume(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	c := e.client("c1", "n1")
+	e.must(e.nem.PauseNode("n1"))
+	if err := c.Ping(ctx).Err(); err == nil {
+		t.Fatal("a SIGSTOPped node answered")
+	}
+	e.must(e.nem.ResumeNode("n1"))
+	if err := e.client("c2", "n1").Ping(ctx).Err(); err != nil {
+		t.Fatalf("after SIGCONT: %v", err)
+	}
+}
+
+func faketimeAvailable(t *testing.T) {
+	if _, err := os.Stat(cluster.FaketimeServerPath()); err != nil {
+		t.Fatalf("the clock nemesis needs the libc-allocator redis-server at %s: run `make setup`", cluster.FaketimeServerPath())
+	}
+}
+
+func TestClockBumpExpiresKeysOnThatNodeOnly(t *testing.T) {
+	faketimeAvailable(t)
+	var opts []cluster.NodeOptions
+	for _, n := range []string{"a", "b", "c"} {
+		opts = append(opts, cluster.NodeOptions{Name: n, Clock: true})
+	}
+	e := newEnv(t, opts...)
+	for _, n := range []string{"a", "b", "c"} {
+		e.must(e.direct(n).Set(ctx, "lock", "t", 5*time.Second).Err())
+	}
+	e.must(e.nem.BumpClock("c", 10*time.Second))
+	deadline := time.Now().Add(2 * time.Second)
+	for e.direct("c").Exists(ctx, "lock").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("c's clock jumped 10s past a 5s TTL but the key is still there")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, n := range []string{"a", "b"} {
+		if e.direct(n).Exists(ctx, "lock").Val() != 1 {
+			t.Fatalf("node %s lost its key though its clock did not move", n)
+		}
+	}
+	// Backward: a 300ms key set before the clock falls 10s behind lives
+	// on...
+	e.must(e.direct("b").Set(ctx, "short", "t", 300*time.Millisecond).Err())
+	e.must(e.nem.BumpClock("b", -10*time.Second))
+	time.Sleep(600 * time.Millisecond)
+	if e.direct("b").Exists(ctx, "short").Val() != 1 {
+		t.Fatal("a backward clock should extend the key past its TTL")
+	}
+	// ...and goes once the clock is put back.
+	e.must(e.nem.ResetClocks())
+	deadline = time.Now().Add(2 * time.Second)
+	for e.direct("b").Exists(ctx, "short").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("key outlived the clock reset")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !e.recorded("clock-bump") || !e.recorded("clock-reset") {
+		t.Fatal("clock faults not recorded")
+	}
+}
+
+func TestClockStrobeFlipsAndRestores(t *testing.T) {
+	faketimeAvailable(t)
+	e := newEnv(t, cluster.NodeOptions{Name: "a", Clock: true})
+	e.must(e.direct("a").Set(ctx, "lock", "t", 5*time.Second).Err())
+	// Windows of 250ms ahead: longer than Redis's 100ms active-expire cycle.
+	e.must(e.nem.StrobeClock(ctx, "a", 10*time.Second, 250*time.Millisecond, 1100*time.Millisecond))
+	if e.direct("a").Exists(ctx, "lock").Val() != 0 {
+		t.Fatal("strobing 10s ahead should have expired a 5s key")
+	}
+	if off := e.cl.Node("a").ClockOffset(); off != 0 {
+		t.Fatalf("strobe left the clock at %v", off)
+	}
+	e.must(e.direct("a").Set(ctx, "after", "t", 5*time.Second).Err())
+	time.Sleep(100 * time.Millisecond)
+	if e.direct("a").Exists(ctx, "after").Val() != 1 {
+		t.Fatal("clock not restored after the strobe")
+	}
+}
+
+func TestClientClockSkew(t *testing.T) {
+	e := newEnv(t)
+	c := &nemesis.ClientClock{Name: "c1"}
+	e.must(e.nem.SkewClient(c, time.Hour))
+	if d := time.Until(c.Now()); d < 59*time.Minute {
+		t.Fatalf("skewed clock is only %v ahead", d)
+	}
+	e.must(e.nem.SkewClient(c, 0))
+	if d := time.Until(c.Now()); d > time.Second || d < -time.Second {
+		t.Fatalf("unskewed clock is %v off", d)
+	}
+	if !e.recorded("clock-skew") {
+		t.Fatal("skew not recorded")
+	}
+}
+
+func TestKillRestartAndPersistence(t *testing.T) {
+	e := newEnv(t,
+		cluster.NodeOptions{Name: "none"},
+		cluster.NodeOptions{Name: "everysec", Persistence: cluster.AOFEverySec},
+		cluster.NodeOptions{Name: "always", Persistence: cluster.AOFAlways})
+	survives := map[string]bool{"none": false, "everysec": true, "always": true}
+	for n := range survives {
+		e.must(e.direct(n).Set(ctx, "lock", "t", time.Minute).Err())
+		e.must(e.nem.KillNode(n))
+		if err := e.direct(n).Ping(ctx).Err(); err == nil {
+			t.Fatalf("%s answers after kill -9", n)
+		}
+		e.must(e.nem.RestartNode(ctx, n, 0))
+		if got := e.direct(n).Exists(ctx, "lock").Val() == 1; got != survives[n] {
+			t.Errorf("%s: key survived kill -9 and restart = %v, want %v", n, got, survives[n])
+		}
+	}
+	// A power loss takes what fsync had not reached: everysec loses a write
+	// younger than a second; always keeps it.
+	for n, keeps := range map[string]bool{"everysec": false, "always": true} {
+		e.must(e.direct(n).Set(ctx, "fresh", "t", time.Minute).Err())
+		e.must(e.nem.PowerLossNode(n))
+		e.must(e.nem.RestartNode(ctx, n, 50*time.Millisecond))
+		if got := e.direct(n).Exists(ctx, "fresh").Val() == 1; got != keeps {
+			t.Errorf("%s: fresh key survived a power loss = %v, want %v", n, got, keeps)
+		}
+	}
+}
+
+func TestManualFailoverLosesTheUnreplicatedLock(t *testing.T) {
+	e := newEnv(t, names("m", "r")...)
+	m, r := e.cl.Node("m"), e.cl.Node("r")
+	e.must(r.ReplicaOf(ctx, m))
+	primary := cluster.NewPrimary(m)
+	c1 := primary.Client("c1", cluster.ClientOptions{Timeout: 200 * time.Millisecond})
+	defer c1.Close()
+	// Replication is cut: the master acknowledges, the replica never hears.
+	e.must(e.nem.Partition(nemesis.Grudge{cluster.ReplicationPeer("r"): {"m"}}))
+	if ok, err := c1.SetNX(ctx, "lock", "c1", time.Minute).Result(); err != nil || !ok {
+		t.Fatalf("c1's lock on the master: %v %v", ok, err)
+	}
+	if n, _ := e.direct("m").Wait(ctx, 1, 100).Result(); n != 0 {
+		t.Fatalf("WAIT counted %d replicas across a cut link", n)
+	}
+	e.must(e.nem.KillNode("m"))
+	e.must(e.nem.Promote(ctx, primary, "r"))
+	if role, _ := r.Role(ctx); role != "master" {
+		t.Fatalf("promoted replica says it is %q", role)
+	}
+	c2 := primary.Client("c2", cluster.ClientOptions{Timeout: 200 * time.Millisecond})
+	defer c2.Close()
+	ok, err := c2.SetNX(ctx, "lock", "c2", time.Minute).Result()
+	if err != nil || !ok {
+		t.Fatalf("the new master should not have c1's lock: c2 got %v, %v", ok, err)
+	}
+}
+
+func TestSentinelFailover(t *testing.T) {
+	e := newEnv(t, names("m", "r1", "r2")...)
+	m := e.cl.Node("m")
+	e.must(e.cl.Node("r1").ReplicaOf(ctx, m))
+	e.must(e.cl.Node("r2").ReplicaOf(ctx, m))
+	s, err := e.cl.AddSentinels(ctx, cluster.SentinelOptions{Master: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := s.Client("c1", cluster.ClientOptions{Timeout: 300 * time.Millisecond})
+	defer c.Close()
+	e.must(c.Set(ctx, "before", "1", 0).Err())
+	e.must(e.nem.KillNode("m"))
+	deadline := time.Now().Add(15 * time.Second)
+	var newMaster *cluster.Node
+	for {
+		if nm, err := s.Master(ctx); err == nil && nm != m {
+			if role, _ := nm.Role(ctx); role == "master" {
+				newMaster = nm
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sentinels did not fail over within 15s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// go-redis's failover client finds the new master through the sentinels.
+	for {
+		if err := c.Set(ctx, "after", "1", 0).Err(); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the failover client never reached the new master")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e.direct(newMaster.Name).Exists(ctx, "after").Val() != 1 {
+		t.Fatalf("write did not land on the new master %s", newMaster.Name)
+	}
+}
+
+func TestGatePausesAndCrashesAtPoints(t *testing.T) {
+	rec := history.NewRecorder(nil, 0)
+	g := nemesis.NewGate(rec)
+	g.ArmPause("p", 100*time.Millisecond)
+	start := time.Now()
+	if err := g.At(ctx, 0, 0, "p"); err != nil || time.Since(start) < 100*time.Millisecond {
+		t.Fatalf("armed pause: %v after %v", err, time.Since(start))
+	}
+	start = time.Now()
+	if err := g.At(ctx, 1, 1, "p"); err != nil || time.Since(start) > 20*time.Millisecond {
+		t.Fatal("a pause is taken by one client only")
+	}
+	g.ArmCrash("q")
+	if err := g.At(ctx, 0, 0, "q"); !errors.Is(err, nemesis.ErrCrashed) {
+		t.Fatalf("armed crash: %v", err)
+	}
+	g.PauseClient(2, 100*time.Millisecond)
+	start = time.Now()
+	_ = g.At(ctx, 2, 2, "anywhere")
+	if time.Since(start) < 80*time.Millisecond {
+		t.Fatal("a paused client passed a point")
+	}
+	if err := g.At(ctx, 3, 3, "anywhere"); err != nil {
+		t.Fatal(err)
+	}
+	var fs []string
+	for _, op := range rec.Ops() {
+		if op.Type == history.OK {
+			fs = append(fs, op.F)
+		}
+	}
+	if got := strings.Join(fs, ","); !strings.Contains(got, "pause,resume,crash,pause") {
+		t.Fatalf("gate actions recorded as %s", got)
+	}
+}

@@ -1,0 +1,66 @@
+package nemesis
+
+import (
+	"context"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+)
+
+// PauseNode stops node's process with SIGSTOP: it keeps its keys and its
+// port, answers nothing, and its keys' TTLs keep running on the wall clock.
+func (n *Nemesis) PauseNode(node string) error {
+	return n.onNode("node-pause", node, (*cluster.Node).Pause)
+}
+
+// ResumeNode continues a paused node with SIGCONT.
+func (n *Nemesis) ResumeNode(node string) error {
+	return n.onNode("node-resume", node, (*cluster.Node).Resume)
+}
+
+// KillNode is kill -9 on node's process.
+func (n *Nemesis) KillNode(node string) error {
+	return n.onNode("kill", node, (*cluster.Node).Kill)
+}
+
+// PowerLossNode is kill -9 plus the loss of what the disk had not synced:
+// for appendfsync everysec, the last second of the AOF.
+func (n *Nemesis) PowerLossNode(node string) error {
+	return n.onNode("power-loss", node, (*cluster.Node).PowerLoss)
+}
+
+// RestartNode starts a killed node again after delay, on the same port and
+// data dir. The op is recorded when the node is back.
+func (n *Nemesis) RestartNode(ctx context.Context, node string, delay time.Duration) error {
+	nd, err := n.node(node)
+	if err != nil {
+		return err
+	}
+	if err := nd.Restart(ctx, delay); err != nil {
+		return record(n.rec, "restart", &history.Value{Target: node}, func() error { return err })
+	}
+	return record(n.rec, "restart", &history.Value{Target: node, Duration: int64(delay)}, nil)
+}
+
+// Promote makes replica the master by hand (REPLICAOF NO ONE) and points
+// the clients that dial through primary at it.
+func (n *Nemesis) Promote(ctx context.Context, primary *cluster.Primary, replica string) error {
+	return record(n.rec, "promote", &history.Value{Target: replica}, func() error {
+		nd, err := n.node(replica)
+		if err != nil {
+			return err
+		}
+		return primary.Promote(ctx, nd)
+	})
+}
+
+func (n *Nemesis) onNode(f, node string, act func(*cluster.Node) error) error {
+	return record(n.rec, f, &history.Value{Target: node}, func() error {
+		nd, err := n.node(node)
+		if err != nil {
+			return err
+		}
+		return act(nd)
+	})
+}

@@ -1,0 +1,73 @@
+package workloads_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// A client that dies between SETNX and EXPIRE: its acquire is info, its
+// process retired (never heard of again), and the key stays as Redis has
+// it, with no TTL.
+func TestClientCrashMidProtocol(t *testing.T) {
+	ctx := context.Background()
+	cl, err := cluster.Start(ctx, cluster.Options{}, 2) // n1 lock, n2 store
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	lockNode, storeNode := cl.Nodes()[0], cl.Nodes()[1]
+	rec := history.NewRecorder(nil, 2)
+	gate := nemesis.NewGate(rec)
+	gate.ArmCrash(locks.PointAfterSetNX)
+	o := workloads.Options{Key: "lock", Register: "register", Gate: gate}
+	for i := 0; i < 2; i++ {
+		lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
+		sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
+		defer lc.Close()
+		defer sc.Close()
+		o.Clients = append(o.Clients, workloads.Client{
+			Store: workloads.NewStore(sc), Clock: locks.SystemClock{},
+			NewLock: func(process int) (locks.Lock, error) {
+				return locks.New("setnx-expire", locks.Config{Clients: []*redis.Client{lc}, TTL: time.Second,
+					Wait:  100 * time.Millisecond,
+					Point: func(ctx context.Context, p string) error { return gate.At(ctx, i, process, p) }})
+			},
+		})
+	}
+	stop, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	if err := workloads.Register(stop, ctx, rec, o); err != nil {
+		t.Fatal(err)
+	}
+	ops := rec.Ops()
+	crashed := -1
+	for _, op := range ops {
+		if op.F == history.Acquire && op.Type == history.Info && strings.Contains(op.Error, "crashed") {
+			crashed = op.Process
+		}
+	}
+	if crashed < 0 {
+		t.Fatal("no info acquire from the crashed client")
+	}
+	seenInfo := false
+	for _, op := range ops {
+		if op.Process == crashed && op.Type == history.Info {
+			seenInfo = true
+		} else if op.Process == crashed && seenInfo {
+			t.Fatalf("retired process %d went on: %+v", crashed, op)
+		}
+	}
+	if ttl := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{}).PTTL(ctx, "lock").Val(); ttl != -1 {
+		t.Fatalf("the crashed client's key should be there with no TTL (PTTL -1), got %v", ttl)
+	}
+}
