@@ -105,11 +105,14 @@ func buildRun(t *testing.T) string {
 }
 
 // startLongRun starts the binary on a run that would last a minute and
-// waits until it has recorded ops, returning the run dir.
-func startLongRun(t *testing.T, bin string) (*exec.Cmd, string) {
+// waits until it has recorded ops, returning the run dir and the temp dir
+// the run keeps its node data in (the test's own: a harness killed with
+// SIGKILL cannot clean up after itself, and must not litter /tmp).
+func startLongRun(t *testing.T, bin string) (*exec.Cmd, string, string) {
 	t.Helper()
-	out := t.TempDir()
+	out, tmp := t.TempDir(), t.TempDir()
 	cmd := exec.Command(bin, "-scenario", "baseline", "-lock", "set-nx-px", "-time-limit", "1m", "-out", out)
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -120,14 +123,14 @@ func startLongRun(t *testing.T, bin string) (*exec.Cmd, string) {
 		if len(dirs) == 1 {
 			if st, err := os.Stat(filepath.Join(dirs[0], "history.jsonl")); err == nil && st.Size() > 10000 {
 				if _, err := os.Stat(filepath.Join(dirs[0], "cluster.json")); err == nil {
-					return cmd, dirs[0]
+					return cmd, dirs[0], tmp
 				}
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatal("run never started recording")
-	return nil, ""
+	return nil, "", ""
 }
 
 func nodePIDs(t *testing.T, dir string) []int {
@@ -176,7 +179,7 @@ func waitGone(t *testing.T, pids []int) {
 
 func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 	bin := buildRun(t)
-	cmd, dir := startLongRun(t, bin)
+	cmd, dir, tmp := startLongRun(t, bin)
 	pids := nodePIDs(t, dir)
 	if err := cmd.Process.Signal(os.Interrupt); err != nil {
 		t.Fatal(err)
@@ -187,6 +190,9 @@ func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 		t.Fatalf("want exit 130 after SIGINT, got %v", err)
 	}
 	waitGone(t, pids)
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Fatalf("the interrupted run left %s/%s behind", tmp, left[0].Name())
+	}
 	ops, err := history.LoadFile(filepath.Join(dir, "history.jsonl"))
 	if err != nil || len(ops) == 0 {
 		t.Fatalf("partial history unreadable: %d ops, %v", len(ops), err)
@@ -195,7 +201,7 @@ func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 
 func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
 	bin := buildRun(t)
-	cmd, dir := startLongRun(t, bin)
+	cmd, dir, _ := startLongRun(t, bin)
 	pids := nodePIDs(t, dir)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
