@@ -53,10 +53,16 @@ func TestIntervalsNameBothDoubleHolders(t *testing.T) {
 	var x h
 	x.cycle(0, 0, 10, 30, 35).cycle(1, 5, 20, 40, 45)
 	v := Intervals{}.Check(sorted(x))
-	if v.Valid != Invalid || len(v.Anomalies) != 1 {
+	var doubles []Anomaly
+	for _, a := range v.Anomalies {
+		if a.Kind == "double-holder" {
+			doubles = append(doubles, a)
+		}
+	}
+	if v.Valid != Invalid || len(doubles) != 1 {
 		t.Fatalf("want one double holder, got %v %+v", v.Valid, v.Anomalies)
 	}
-	a := v.Anomalies[0]
+	a := doubles[0]
 	if a.Processes[0] != 0 || a.Processes[1] != 1 || a.Start != 20 || a.End != 30 || a.Key != "L" {
 		t.Fatalf("wrong anomaly %+v", a)
 	}
@@ -217,3 +223,162 @@ func TestValidityJSON(t *testing.T) {
 }
 
 func mustJSON(v any) []byte { b, _ := json.Marshal(v); return b }
+
+func linWith(s Semantics, x h) Validity {
+	return Linearizable{Semantics: s, Timeout: 10 * time.Second}.Check(sorted(x)).Valid
+}
+
+func TestReentrantModelCountsEntries(t *testing.T) {
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 1, "")
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 2, "").add(0, history.OK, history.Acquire, "L", nil, 3, "")
+	x.add(0, history.Invoke, history.Release, "L", nil, 4, "").add(0, history.OK, history.Release, "L", nil, 5, "")
+	// Still held once: another process may not have it yet...
+	bad := append(h(nil), x...)
+	bad.add(1, history.Invoke, history.Acquire, "L", nil, 6, "").add(1, history.OK, history.Acquire, "L", nil, 7, "")
+	if got := linWith(Reentrant, bad); got != Invalid {
+		t.Fatalf("acquire while the owner still counts one entry: %v", got)
+	}
+	// ...but after the second release it may.
+	x.add(0, history.Invoke, history.Release, "L", nil, 6, "").add(0, history.OK, history.Release, "L", nil, 7, "")
+	x.add(1, history.Invoke, history.Acquire, "L", nil, 8, "").add(1, history.OK, history.Acquire, "L", nil, 9, "")
+	if got := linWith(Reentrant, x); got != Valid {
+		t.Fatalf("two entries, two exits, then another owner: %v", got)
+	}
+	if got := linWith(Mutex, x); got != Invalid {
+		t.Fatal("the plain mutex model must refuse re-entry")
+	}
+}
+
+func TestFencedModelNeedsIncreasingTokens(t *testing.T) {
+	fence := func(f int64) *history.Value { return &history.Value{Fence: f} }
+	build := func(f1, f2 int64) h {
+		var x h
+		x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", fence(f1), 1, "")
+		x.add(0, history.Invoke, history.Release, "L", nil, 2, "").add(0, history.OK, history.Release, "L", nil, 3, "")
+		x.add(1, history.Invoke, history.Acquire, "L", nil, 4, "").add(1, history.OK, history.Acquire, "L", fence(f2), 5, "")
+		return x
+	}
+	if got := linWith(Fenced, build(1, 2)); got != Valid {
+		t.Fatalf("increasing tokens: %v", got)
+	}
+	if got := linWith(Fenced, build(5, 3)); got != Invalid {
+		t.Fatalf("a token lower than an earlier one: %v", got)
+	}
+}
+
+func deadline(d int64) *history.Value { return &history.Value{Deadline: d} }
+
+func TestPromiseSeparatesBrokenLockFromLateClient(t *testing.T) {
+	// K1: p0's promise ends at 50; p0 believes until 100; p1 acquires at 60.
+	var late h
+	late.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", deadline(50), 10, "")
+	late.add(1, history.Invoke, history.Acquire, "L", nil, 20, "").add(1, history.OK, history.Acquire, "L", deadline(160), 60, "")
+	late.add(0, history.Invoke, history.Release, "L", nil, 100, "").add(0, history.Fail, history.Release, "L", nil, 101, "not held")
+	if v := (Promise{}).Check(sorted(late)); v.Valid != Valid {
+		t.Fatalf("a client outliving its lease is not the lock's broken promise: %+v", v.Anomalies)
+	}
+	if v := (Intervals{}).Check(sorted(late)); v.Valid != Invalid {
+		t.Fatal("yet the beliefs overlap")
+	}
+	// K4: p1 is granted while p0's promise still runs.
+	var broken h
+	broken.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", deadline(200), 10, "")
+	broken.add(1, history.Invoke, history.Acquire, "L", nil, 20, "").add(1, history.OK, history.Acquire, "L", deadline(260), 60, "")
+	v := (Promise{}).Check(sorted(broken))
+	if v.Valid != Invalid || v.Anomalies[0].Start != 60 || v.Anomalies[0].End != 200 {
+		t.Fatalf("want the promise broken from 60 to 200, got %+v", v)
+	}
+}
+
+func TestLivenessFindsTheDeadlockButNotARecovery(t *testing.T) {
+	l := Liveness{Allowance: 100}
+	// p0 crashes at 10 holding the key; the others fail until 1000.
+	var dead h
+	dead.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 5, "")
+	dead.add(0, history.Invoke, "crash", "", nil, 10, "").add(0, history.Info, "crash", "", nil, 10, "crashed")
+	for t0 := int64(20); t0 < 1000; t0 += 100 {
+		dead.add(1, history.Invoke, history.Acquire, "L", nil, t0, "").add(1, history.Fail, history.Acquire, "L", nil, t0+90, "taken")
+	}
+	v := l.Check(sorted(dead))
+	if v.Valid != Invalid || v.Anomalies[0].Kind != "deadlock" || v.Anomalies[0].Start != 10 {
+		t.Fatalf("want a deadlock from 10, got %+v", v)
+	}
+	// The same crash, but the key expires and p1 gets it at 90.
+	var recovers h
+	recovers.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 5, "")
+	recovers.add(0, history.Invoke, "crash", "", nil, 10, "").add(0, history.Info, "crash", "", nil, 10, "crashed")
+	recovers.add(1, history.Invoke, history.Acquire, "L", nil, 20, "").add(1, history.Fail, history.Acquire, "L", nil, 60, "taken")
+	recovers.add(1, history.Invoke, history.Acquire, "L", nil, 70, "").add(1, history.OK, history.Acquire, "L", nil, 90, "")
+	recovers.add(1, history.Invoke, history.Release, "L", nil, 95, "").add(1, history.OK, history.Release, "L", nil, 96, "")
+	if v := l.Check(sorted(recovers)); v.Valid != Valid {
+		t.Fatalf("recovery within the allowance: %+v", v.Anomalies)
+	}
+}
+
+func TestLivenessRestartsTheClockAtANemesisAction(t *testing.T) {
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 5, "")
+	x.add(0, history.Invoke, history.Release, "L", nil, 6, "").add(0, history.OK, history.Release, "L", nil, 7, "")
+	for t0 := int64(20); t0 < 500; t0 += 100 {
+		x.add(1, history.Invoke, history.Acquire, "L", nil, t0, "").add(1, history.Fail, history.Acquire, "L", nil, t0+90, "unreachable")
+	}
+	x.add(history.NemesisProcess, history.Invoke, "partition-end", "", nil, 480, "").add(history.NemesisProcess, history.OK, "partition-end", "", nil, 480, "")
+	x.add(1, history.Invoke, history.Acquire, "L", nil, 520, "").add(1, history.OK, history.Acquire, "L", nil, 530, "")
+	if v := (Liveness{Allowance: 100}).Check(sorted(x)); v.Valid != Valid {
+		t.Fatalf("unavailable during a partition, back within the allowance after: %+v", v.Anomalies)
+	}
+}
+
+func TestFairnessCountsOvertaking(t *testing.T) {
+	f := Fairness{Margin: 5}
+	var fifo h
+	fifo.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 100, "")
+	fifo.add(1, history.Invoke, history.Acquire, "L", nil, 10, "").add(1, history.OK, history.Acquire, "L", nil, 200, "")
+	fifo.add(2, history.Invoke, history.Acquire, "L", nil, 20, "").add(2, history.OK, history.Acquire, "L", nil, 300, "")
+	if v := f.Check(sorted(fifo)); v.Valid != Valid {
+		t.Fatalf("FIFO grants: %+v", v.Anomalies)
+	}
+	var jumped h
+	jumped.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 300, "")
+	jumped.add(1, history.Invoke, history.Acquire, "L", nil, 10, "").add(1, history.OK, history.Acquire, "L", nil, 100, "")
+	v := f.Check(sorted(jumped))
+	if v.Valid != Invalid || v.Anomalies[0].Processes[0] != 0 || v.Anomalies[0].Processes[1] != 1 {
+		t.Fatalf("process 1 overtook process 0: %+v", v)
+	}
+	// Within the margin, arrivals are a tie.
+	var tie h
+	tie.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 300, "")
+	tie.add(1, history.Invoke, history.Acquire, "L", nil, 3, "").add(1, history.OK, history.Acquire, "L", nil, 100, "")
+	if v := f.Check(sorted(tie)); v.Valid != Valid {
+		t.Fatal("arrivals within the margin are not ordered")
+	}
+}
+
+func TestForeignReleaseIsNamed(t *testing.T) {
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 10, "")
+	x.add(1, history.Invoke, history.Acquire, "L", nil, 20, "").add(1, history.OK, history.Acquire, "L", nil, 50, "")
+	x.add(0, history.Invoke, history.Release, "L", nil, 60, "").add(0, history.OK, history.Release, "L", nil, 61, "")
+	x.add(1, history.Invoke, history.Release, "L", nil, 90, "").add(1, history.Fail, history.Release, "L", nil, 91, "not held")
+	v := Intervals{}.Check(sorted(x))
+	found := false
+	for _, a := range v.Anomalies {
+		if a.Kind == "foreign-release" && a.Processes[0] == 0 && a.Processes[1] == 1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Fatalf("process 0 deleted process 1's lock: %+v", v.Anomalies)
+	}
+	// A refused release deletes nothing.
+	var y h
+	y.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 10, "")
+	y.add(1, history.Invoke, history.Acquire, "L", nil, 20, "").add(1, history.OK, history.Acquire, "L", nil, 50, "")
+	y.add(0, history.Invoke, history.Release, "L", nil, 60, "").add(0, history.Fail, history.Release, "L", nil, 61, "not held")
+	for _, a := range (Intervals{}).Check(sorted(y)).Anomalies {
+		if a.Kind == "foreign-release" {
+			t.Fatal("a refused release reported as foreign")
+		}
+	}
+}

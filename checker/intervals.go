@@ -106,5 +106,41 @@ func (Intervals) Check(ops []history.Op) Verdict {
 		v.Details["double_holders"] = count
 		v.Details["overlap_ns"] = overlap
 	}
+	if n := foreignReleases(ops, holds, &v); n > 0 {
+		v.Details["foreign_releases"] = n
+	}
 	return v
+}
+
+// foreignReleases finds releases that succeeded while another process,
+// which acquired the key after the releaser did, still held it: the
+// release deleted someone else's lock (S3, owner-blind DEL).
+func foreignReleases(ops []history.Op, holds []Hold, v *Verdict) int {
+	n := 0
+	for _, p := range history.Pairs(ops) {
+		inv := p.Invoke
+		if inv.F != history.Release || p.Completion == nil || p.Completion.Type != history.OK {
+			continue
+		}
+		var mine *Hold
+		for i := range holds {
+			if h := &holds[i]; h.Process == inv.Process && h.Key == inv.Key && h.End == inv.Time {
+				mine = h
+			}
+		}
+		if mine == nil {
+			continue
+		}
+		for _, q := range holds {
+			if q.Key != inv.Key || q.Process == inv.Process || q.Start <= mine.Start || q.Start >= inv.Time || q.End <= inv.Time {
+				continue
+			}
+			n++
+			v.add(Anomaly{Kind: "foreign-release", Key: inv.Key, Processes: []int{inv.Process, q.Process},
+				Start: inv.Time, End: p.Completion.Time,
+				Text: fmt.Sprintf("process %d's release at %s succeeded while process %d held %q: it deleted process %d's lock",
+					inv.Process, seconds(inv.Time), q.Process, inv.Key, q.Process)})
+		}
+	}
+	return n
 }

@@ -17,74 +17,137 @@ type MutexInput struct {
 	Process int
 }
 
-// MutexOutput is the op's outcome; Unknown ops are the info ones.
+// MutexOutput is the op's outcome; Unknown ops are the info ones. Fence is
+// the fencing token an acquire returned (0: none).
 type MutexOutput struct {
-	Type history.Type
+	Type  history.Type
+	Fence int64
 }
 
-// free is the state of an unheld key; any other state is the holder's
-// process id.
+// free is the holder of an unheld key.
 const free = math.MinInt
 
-// MutexModel is an owner-aware mutex per key. acquire ok takes a free key;
-// release by the holder (ok or refused: either way its belief ends) frees
-// it; failed acquires change nothing; an unknown acquire may or may not have
+// MutexState is one key's state: who holds it, how many times (reentrant
+// model), and the greatest fencing token handed out (fenced model).
+type MutexState struct {
+	Holder int
+	Count  int
+	Fence  int64
+}
+
+// Semantics picks what the lock promises, and so the model it is held to.
+type Semantics int
+
+// The three models.
+const (
+	// Mutex: one holder; acquire by the holder again is a violation.
+	Mutex Semantics = iota
+	// Reentrant: the holder may acquire again; it is free after as many
+	// releases as acquires (owner + count).
+	Reentrant
+	// Fenced: a mutex whose every acquire returns a token greater than every
+	// token handed out before it.
+	Fenced
+)
+
+// Model is the porcupine model for s, partitioned by key. acquire ok takes
+// a free key (or, reentrant, re-enters one); release by the holder (ok or
+// refused: either way its belief ends) frees it (reentrant: counts down);
+// failed acquires change nothing; an unknown acquire may or may not have
 // taken the key, and an unknown release may or may not have freed it.
-var MutexModel = porcupine.NondeterministicModel{
-	Partition: func(ops []porcupine.Operation) [][]porcupine.Operation {
-		byKey := map[string][]porcupine.Operation{}
-		var keys []string
-		for _, op := range ops {
-			k := op.Input.(MutexInput).Key
-			if _, seen := byKey[k]; !seen {
-				keys = append(keys, k)
+func Model(s Semantics) porcupine.Model {
+	m := porcupine.NondeterministicModel{
+		Partition: partitionByKey,
+		Init:      func() []any { return []any{MutexState{Holder: free}} },
+		Step: func(state, input, output any) []any {
+			return step(s, state.(MutexState), input.(MutexInput), output.(MutexOutput))
+		},
+		DescribeOperation: func(input, output any) string {
+			in, out := input.(MutexInput), output.(MutexOutput)
+			if out.Fence > 0 {
+				return fmt.Sprintf("%s(%s) by %d → %s, fence %d", in.F, in.Key, in.Process, out.Type, out.Fence)
 			}
-			byKey[k] = append(byKey[k], op)
-		}
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, byKey[k])
-		}
-		return out
-	},
-	Init: func() []any { return []any{free} },
-	Step: func(state, input, output any) []any {
-		s, in, out := state.(int), input.(MutexInput), output.(MutexOutput)
-		switch in.F {
-		case history.Acquire:
-			switch out.Type {
-			case history.OK:
-				if s == free {
-					return []any{in.Process}
+			return fmt.Sprintf("%s(%s) by %d → %s", in.F, in.Key, in.Process, out.Type)
+		},
+		DescribeState: func(state any) string {
+			st := state.(MutexState)
+			if st.Holder == free {
+				return "free"
+			}
+			if st.Count > 1 {
+				return fmt.Sprintf("held by %d ×%d", st.Holder, st.Count)
+			}
+			return fmt.Sprintf("held by %d", st.Holder)
+		},
+	}
+	return m.ToModel()
+}
+
+// MutexModel is Model(Mutex), the model the HTML timeline is drawn with.
+var MutexModel = Model(Mutex)
+
+func step(s Semantics, st MutexState, in MutexInput, out MutexOutput) []any {
+	switch in.F {
+	case history.Acquire:
+		take := func() (MutexState, bool) {
+			switch {
+			case st.Holder == free:
+				next := MutexState{Holder: in.Process, Count: 1, Fence: st.Fence}
+				if s == Fenced && out.Type == history.OK {
+					if out.Fence <= st.Fence {
+						return st, false
+					}
+					next.Fence = out.Fence
 				}
-				return nil
-			case history.Info:
-				if s == free {
-					return []any{free, in.Process}
-				}
+				return next, true
+			case s == Reentrant && st.Holder == in.Process:
+				return MutexState{Holder: st.Holder, Count: st.Count + 1, Fence: st.Fence}, true
 			}
-			return []any{s}
-		case history.Release:
-			if s != in.Process {
-				return nil
-			}
-			if out.Type == history.Info {
-				return []any{free, s}
-			}
-			return []any{free}
+			return st, false
 		}
-		return nil
-	},
-	DescribeOperation: func(input, output any) string {
-		in, out := input.(MutexInput), output.(MutexOutput)
-		return fmt.Sprintf("%s(%s) by %d → %s", in.F, in.Key, in.Process, out.Type)
-	},
-	DescribeState: func(state any) string {
-		if state.(int) == free {
-			return "free"
+		switch out.Type {
+		case history.OK:
+			if next, ok := take(); ok {
+				return []any{next}
+			}
+			return nil
+		case history.Info:
+			if next, ok := take(); ok {
+				return []any{st, next}
+			}
 		}
-		return fmt.Sprintf("held by %d", state.(int))
-	},
+		return []any{st}
+	case history.Release:
+		if st.Holder != in.Process {
+			return nil
+		}
+		next := MutexState{Holder: free, Fence: st.Fence}
+		if st.Count > 1 {
+			next = MutexState{Holder: st.Holder, Count: st.Count - 1, Fence: st.Fence}
+		}
+		if out.Type == history.Info {
+			return []any{next, st}
+		}
+		return []any{next}
+	}
+	return nil
+}
+
+func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
+	byKey := map[string][]porcupine.Operation{}
+	var keys []string
+	for _, op := range ops {
+		k := op.Input.(MutexInput).Key
+		if _, seen := byKey[k]; !seen {
+			keys = append(keys, k)
+		}
+		byKey[k] = append(byKey[k], op)
+	}
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, byKey[k])
+	}
+	return out
 }
 
 // MutexOperations turns the lock ops of a history into porcupine operations.
@@ -106,6 +169,9 @@ func MutexOperations(ops []history.Op) []porcupine.Operation {
 		}
 		if c := p.Completion; c != nil && c.Type != history.Info {
 			o.Output = MutexOutput{Type: c.Type}
+			if c.Value != nil {
+				o.Output = MutexOutput{Type: c.Type, Fence: c.Value.Fence}
+			}
 			o.Return = c.Time
 		}
 		out = append(out, o)
@@ -113,8 +179,10 @@ func MutexOperations(ops []history.Op) []porcupine.Operation {
 	return out
 }
 
-// Linearizable checks the lock ops against MutexModel with porcupine.
+// Linearizable checks the lock ops against a mutex model with porcupine.
 type Linearizable struct {
+	// Semantics picks the model (default Mutex).
+	Semantics Semantics
 	// Timeout bounds the search; when it runs out the answer is Unknown.
 	Timeout time.Duration
 }
@@ -136,8 +204,8 @@ func (l Linearizable) CheckInfo(ops []history.Op) (Verdict, porcupine.Linearizat
 		timeout = time.Minute
 	}
 	pops := MutexOperations(ops)
-	res, info := porcupine.CheckOperationsVerbose(MutexModel.ToModel(), pops, timeout)
-	v := Verdict{Checker: "linearizable", Details: map[string]any{"operations": len(pops)}}
+	res, info := porcupine.CheckOperationsVerbose(Model(l.Semantics), pops, timeout)
+	v := Verdict{Checker: "linearizable", Details: map[string]any{"operations": len(pops), "model": l.Semantics.String()}}
 	switch res {
 	case porcupine.Ok:
 		v.Valid = Valid
@@ -145,11 +213,22 @@ func (l Linearizable) CheckInfo(ops []history.Op) (Verdict, porcupine.Linearizat
 		v.Valid = Invalid
 		v.Anomalies = append(v.Anomalies, Anomaly{
 			Kind: "not-linearizable",
-			Text: "no order of the acquire/release operations is consistent with a mutex: some acquire succeeded while another process held the key (see timeline.html for the longest legal prefix)",
+			Text: "no order of the acquire/release operations is consistent with " + l.Semantics.String() +
+				": some acquire succeeded while another process held the key (see timeline.html for the longest legal prefix)",
 		})
 	default:
 		v.Valid = Unknown
 		v.Details["reason"] = fmt.Sprintf("search did not finish within %s", timeout)
 	}
 	return v, info
+}
+
+func (s Semantics) String() string {
+	switch s {
+	case Reentrant:
+		return "a reentrant mutex (owner + count)"
+	case Fenced:
+		return "a fenced mutex (tokens strictly increasing)"
+	}
+	return "a mutex"
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -333,38 +332,61 @@ func TestSentinelFailover(t *testing.T) {
 	}
 }
 
-func TestGatePausesAndCrashesAtPoints(t *testing.T) {
+func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	rec := history.NewRecorder(nil, 0)
 	g := nemesis.NewGate(rec)
-	g.ArmPause("p", 100*time.Millisecond)
+	sprang := -1
+	g.Arm(nemesis.Trap{Point: "p", Client: nemesis.AnyClient, Pause: 100 * time.Millisecond,
+		Then: func(_ context.Context, client, _ int) error { sprang = client; return nil }})
 	start := time.Now()
-	if err := g.At(ctx, 0, 0, "p"); err != nil || time.Since(start) < 100*time.Millisecond {
-		t.Fatalf("armed pause: %v after %v", err, time.Since(start))
+	if err := g.At(ctx, 0, 0, "p"); err != nil || time.Since(start) < 100*time.Millisecond || sprang != 0 {
+		t.Fatalf("armed pause: %v after %v, Then saw client %d", err, time.Since(start), sprang)
 	}
 	start = time.Now()
 	if err := g.At(ctx, 1, 1, "p"); err != nil || time.Since(start) > 20*time.Millisecond {
-		t.Fatal("a pause is taken by one client only")
+		t.Fatal("a trap springs on one client only")
 	}
-	g.ArmCrash("q")
+	// A whole-client pause also holds the client's other goroutines.
+	g.Arm(nemesis.Trap{Point: "p", Client: 2, Pause: 150 * time.Millisecond})
+	go func() { _ = g.At(ctx, 2, 2, "p") }()
+	time.Sleep(20 * time.Millisecond)
+	start = time.Now()
+	_ = g.At(ctx, 2, 2, "watchdog-renew")
+	if time.Since(start) < 100*time.Millisecond {
+		t.Fatal("a paused client's watchdog went on")
+	}
+	// A stall holds only the goroutine at the point.
+	g.Arm(nemesis.Trap{Point: "p", Client: 3, Pause: 150 * time.Millisecond, Stall: true})
+	go func() { _ = g.At(ctx, 3, 3, "p") }()
+	time.Sleep(20 * time.Millisecond)
+	start = time.Now()
+	_ = g.At(ctx, 3, 3, "watchdog-renew")
+	if time.Since(start) > 20*time.Millisecond {
+		t.Fatal("a stalled client's watchdog was held too")
+	}
+	g.Arm(nemesis.Trap{Point: "q", Client: nemesis.AnyClient, Crash: true})
 	if err := g.At(ctx, 0, 0, "q"); !errors.Is(err, nemesis.ErrCrashed) {
 		t.Fatalf("armed crash: %v", err)
 	}
-	g.PauseClient(2, 100*time.Millisecond)
+	g.PauseClient(4, 100*time.Millisecond)
 	start = time.Now()
-	_ = g.At(ctx, 2, 2, "anywhere")
+	_ = g.At(ctx, 4, 4, "anywhere")
 	if time.Since(start) < 80*time.Millisecond {
 		t.Fatal("a paused client passed a point")
 	}
-	if err := g.At(ctx, 3, 3, "anywhere"); err != nil {
-		t.Fatal(err)
+	g.Arm(nemesis.Trap{Point: "r", Client: nemesis.AnyClient, Then: func(context.Context, int, int) error { return errors.New("no such node") }})
+	_ = g.At(ctx, 0, 0, "r")
+	if g.Err() == nil {
+		t.Fatal("a failed Then must surface through Err")
 	}
-	var fs []string
+	count := map[string]int{}
 	for _, op := range rec.Ops() {
 		if op.Type == history.OK {
-			fs = append(fs, op.F)
+			count[op.F]++
 		}
 	}
-	if got := strings.Join(fs, ","); !strings.Contains(got, "pause,resume,crash,pause") {
-		t.Fatalf("gate actions recorded as %s", got)
+	// Pauses: client 0, client 2, PauseClient(4); one stall; one crash.
+	if count["pause"] != 3 || count["stall"] != 1 || count["crash"] != 1 {
+		t.Fatalf("gate actions recorded as %v", count)
 	}
 }

@@ -111,7 +111,7 @@ func init() {
 			// Warm up for one TTL, then pause the next client to reach the
 			// write for 2.5 TTLs: long enough for its lease to lapse and a
 			// successor to take the lock and write.
-			return nemesis.Schedule{e.Gate.ArmPauseStep(e.TTL, workloads.BeforeWrite, 5*e.TTL/2)}
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: 5 * e.TTL / 2})}
 		},
 	})
 }

@@ -28,7 +28,7 @@ func TestClientCrashMidProtocol(t *testing.T) {
 	lockNode, storeNode := cl.Nodes()[0], cl.Nodes()[1]
 	rec := history.NewRecorder(nil, 2)
 	gate := nemesis.NewGate(rec)
-	gate.ArmCrash(locks.PointAfterSetNX)
+	gate.Arm(nemesis.Trap{Point: locks.PointAfterSetNX, Client: nemesis.AnyClient, Crash: true})
 	o := workloads.Options{Key: "lock", Register: "register", Gate: gate}
 	for i := 0; i < 2; i++ {
 		lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
