@@ -84,10 +84,26 @@ type Anomaly struct {
 
 // Verdict is a checker's judgement of one history.
 type Verdict struct {
-	Checker   string         `json:"checker"`
-	Valid     Validity       `json:"valid"`
-	Anomalies []Anomaly      `json:"anomalies,omitempty"`
-	Details   map[string]any `json:"details,omitempty"`
+	Checker string   `json:"checker"`
+	Valid   Validity `json:"valid"`
+	// Anomalies lists up to maxListed of each kind, in the order found.
+	Anomalies []Anomaly `json:"anomalies,omitempty"`
+	// Counts has every anomaly of every kind, listed or not.
+	Counts  map[string]int `json:"anomaly_counts,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+// add records an anomaly: the verdict becomes invalid, the kind is
+// counted, and the anomaly is listed unless maxListed of its kind are.
+func (v *Verdict) add(a Anomaly) {
+	v.Valid = Invalid
+	if v.Counts == nil {
+		v.Counts = map[string]int{}
+	}
+	v.Counts[a.Kind]++
+	if v.Counts[a.Kind] <= maxListed {
+		v.Anomalies = append(v.Anomalies, a)
+	}
 }
 
 // Checker judges a history.
@@ -98,9 +114,9 @@ type Checker interface {
 	Check(ops []history.Op) Verdict
 }
 
-// maxListed bounds the anomalies a verdict lists; the count of all of them
-// goes into Details so nothing is hidden, only abbreviated.
-const maxListed = 50
+// maxListed bounds the anomalies of one kind a verdict lists; Counts has
+// them all, so nothing is hidden, only abbreviated.
+const maxListed = 20
 
 // seconds prints a harness time as seconds since run start.
 func seconds(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }

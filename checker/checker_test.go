@@ -382,3 +382,23 @@ func TestForeignReleaseIsNamed(t *testing.T) {
 		}
 	}
 }
+
+func TestLinearizableCrashedHolderMayLapse(t *testing.T) {
+	// p0 holds, crashes inside its critical section; its lease runs out and
+	// p1 gets the key: no violation.
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 5, "")
+	x.add(0, history.Invoke, "crash", "", nil, 10, "").add(0, history.Info, "crash", "", nil, 10, "crashed")
+	x.cycle(1, 20, 60, 70, 75)
+	if got := lin(x); got != Valid {
+		t.Fatalf("a crashed holder's lease may lapse: %v", got)
+	}
+	// But before the crash, it still held the key.
+	var y h
+	y.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 5, "")
+	y.cycle(1, 6, 8, 9, 9)
+	y.add(0, history.Invoke, "crash", "", nil, 10, "").add(0, history.Info, "crash", "", nil, 10, "crashed")
+	if got := lin(y); got != Invalid {
+		t.Fatalf("p1 got the key while p0 still held it: %v", got)
+	}
+}

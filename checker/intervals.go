@@ -90,19 +90,16 @@ func (Intervals) Check(ops []history.Op) Verdict {
 				from, to := b.Start, min(a.End, b.End)
 				count++
 				overlap += to - from
-				if len(v.Anomalies) < maxListed {
-					v.Anomalies = append(v.Anomalies, Anomaly{
-						Kind: "double-holder", Key: k, Processes: []int{a.Process, b.Process},
-						Start: from, End: to,
-						Text: fmt.Sprintf("processes %d and %d both held %q from %s to %s (%s)",
-							a.Process, b.Process, k, seconds(from), seconds(to), span(to-from)),
-					})
-				}
+				v.add(Anomaly{
+					Kind: "double-holder", Key: k, Processes: []int{a.Process, b.Process},
+					Start: from, End: to,
+					Text: fmt.Sprintf("processes %d and %d both held %q from %s to %s (%s)",
+						a.Process, b.Process, k, seconds(from), seconds(to), span(to-from)),
+				})
 			}
 		}
 	}
 	if count > 0 {
-		v.Valid = Invalid
 		v.Details["double_holders"] = count
 		v.Details["overlap_ns"] = overlap
 	}

@@ -152,12 +152,27 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 
 // MutexOperations turns the lock ops of a history into porcupine operations.
 // An op with no completion or an info completion returns at +inf: it may
-// take effect at any time after its call.
+// take effect at any time after its call. A process retired while holding a
+// key (it crashed, or an op in its critical section had an unknown outcome)
+// never releases it, yet its lease runs out: it gets a release of unknown
+// outcome at its retirement, which may take effect any time after.
 func MutexOperations(ops []history.Op) []porcupine.Operation {
 	var out []porcupine.Operation
+	holding := map[int]string{}
 	for _, p := range history.Pairs(ops) {
 		inv := p.Invoke
-		if inv.Process == history.NemesisProcess || (inv.F != history.Acquire && inv.F != history.Release) {
+		if inv.Process == history.NemesisProcess {
+			continue
+		}
+		if inv.F != history.Acquire && inv.F != history.Release {
+			if c := p.Completion; c != nil && c.Type == history.Info {
+				if key, ok := holding[inv.Process]; ok {
+					out = append(out, porcupine.Operation{ClientId: inv.Process,
+						Input: MutexInput{F: history.Release, Key: key, Process: inv.Process}, Call: c.Time,
+						Output: MutexOutput{Type: history.Info}, Return: math.MaxInt64})
+					delete(holding, inv.Process)
+				}
+			}
 			continue
 		}
 		o := porcupine.Operation{
@@ -173,6 +188,12 @@ func MutexOperations(ops []history.Op) []porcupine.Operation {
 				o.Output = MutexOutput{Type: c.Type, Fence: c.Value.Fence}
 			}
 			o.Return = c.Time
+		}
+		switch {
+		case inv.F == history.Acquire && o.Output.(MutexOutput).Type == history.OK:
+			holding[inv.Process] = inv.Key
+		case inv.F == history.Release:
+			delete(holding, inv.Process)
 		}
 		out = append(out, o)
 	}
@@ -210,8 +231,7 @@ func (l Linearizable) CheckInfo(ops []history.Op) (Verdict, porcupine.Linearizat
 	case porcupine.Ok:
 		v.Valid = Valid
 	case porcupine.Illegal:
-		v.Valid = Invalid
-		v.Anomalies = append(v.Anomalies, Anomaly{
+		v.add(Anomaly{
 			Kind: "not-linearizable",
 			Text: "no order of the acquire/release operations is consistent with " + l.Semantics.String() +
 				": some acquire succeeded while another process held the key (see timeline.html for the longest legal prefix)",

@@ -107,13 +107,6 @@ func (Resource) Check(ops []history.Op) Verdict {
 	return v
 }
 
-func (v *Verdict) add(a Anomaly) {
-	v.Valid = Invalid
-	if len(v.Anomalies) < maxListed {
-		v.Anomalies = append(v.Anomalies, a)
-	}
-}
-
 // staleWrites finds accepted fenced writes whose token is not greater than
 // that of a write accepted before they were invoked. Real-time order, not
 // completion order, because two concurrent writes may complete in either

@@ -230,6 +230,13 @@ func (n *Node) logTail() string {
 	return ": " + log + ": " + last
 }
 
+// Paused reports whether the node is stopped by Pause.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.paused
+}
+
 // Pause stops the process with SIGSTOP: it keeps its state and its port
 // (connects still succeed) but answers nothing until Resume.
 func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }

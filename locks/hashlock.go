@@ -99,6 +99,9 @@ func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) 
 		if ttl >= 0 && ttl < d {
 			d = ttl
 		}
+		if err := l.cfg.point(ctx, PointWaiting); err != nil {
+			return Lease{}, err // died in the queue: Redis still lists it
+		}
 		select {
 		case <-msgs:
 		case <-time.After(d):

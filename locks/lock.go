@@ -103,11 +103,14 @@ const (
 	// PointAfterSetNX sits between SETNX and EXPIRE in setnx-expire (S1).
 	PointAfterSetNX = "after-setnx"
 	// PointBeforeReplies sits in RedLock after the SETs were sent to every
-	// node and before their replies are read (K6).
+	// node and a majority succeeded, before the replies are read (K6).
 	PointBeforeReplies = "before-replies"
 	// PointRenew sits before every watchdog renewal, so pausing a whole
 	// client pauses its watchdog too, as a stop-the-world pause would (S4).
 	PointRenew = "watchdog-renew"
+	// PointWaiting sits in the pub/sub locks' wait loop, each time a waiter
+	// is about to sleep until woken: where a queued waiter dies (S5).
+	PointWaiting = "waiting"
 )
 
 // point calls cfg.Point, turning a crash there into an unknown outcome.
@@ -159,6 +162,8 @@ type Info struct {
 	Nodes int
 	// Fenced is true when leases carry fencing tokens.
 	Fenced bool
+	// Reentrant is true when the holder may acquire again (owner + count).
+	Reentrant bool
 	// New builds one client's handle.
 	New func(Config) Lock
 }
@@ -201,8 +206,14 @@ func New(name string, cfg Config) (Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	return Build(info, cfg)
+}
+
+// Build builds one client's handle on the algorithm info describes, which
+// need not be registered (a user's own lock), with defaults filled in.
+func Build(info Info, cfg Config) (Lock, error) {
 	if len(cfg.Clients) == 0 {
-		return nil, fmt.Errorf("lock %s: no Redis clients in its config", name)
+		return nil, fmt.Errorf("lock %s: no Redis clients in its config", info.Name)
 	}
 	return info.New(cfg.withDefaults()), nil
 }

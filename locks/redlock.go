@@ -49,9 +49,12 @@ func (l *redlock) Acquire(ctx context.Context, key string) (Lease, error) {
 		ok := l.onAll(ctx, func(ctx context.Context, c *redis.Client) (bool, error) {
 			return c.SetNX(ctx, key, token, l.cfg.TTL).Result()
 		})
-		// The replies are in; a pause here is a client that reads them late.
-		if err := l.cfg.point(ctx, PointBeforeReplies); err != nil {
-			return Lease{}, false, err
+		// The replies are in and a majority said OK; a pause here is a
+		// client that reads them late (K6).
+		if ok >= l.quorum() {
+			if err := l.cfg.point(ctx, PointBeforeReplies); err != nil {
+				return Lease{}, false, err
+			}
 		}
 		elapsed := l.cfg.Clock.Now().Sub(start)
 		validity := l.cfg.TTL - elapsed - l.drift()

@@ -9,7 +9,8 @@ import (
 
 func init() {
 	Register(Info{
-		Name: "reentrant",
+		Name:      "reentrant",
+		Reentrant: true,
 		Summary: "Redisson RLock: hash {owner → count} with PEXPIRE, re-entry counts up and down, " +
 			"watchdog renews every TTL/3, waiters wake on the unlock channel",
 		New: func(c Config) Lock { return newReentrant(c, c.Clients[0]) },

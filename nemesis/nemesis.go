@@ -41,6 +41,9 @@ func record(rec *history.Recorder, f string, v *history.Value, act func() error)
 	return nil
 }
 
+// Node is the cluster's node called name, or nil.
+func (n *Nemesis) Node(name string) *cluster.Node { return n.cl.Node(name) }
+
 func (n *Nemesis) node(name string) (*cluster.Node, error) {
 	nd := n.cl.Node(name)
 	if nd == nil {

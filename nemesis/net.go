@@ -88,6 +88,24 @@ func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) erro
 	})
 }
 
+// LatencyDirection is Latency on one direction of the link: "upstream"
+// (requests, peer → node) or "downstream" (replies). Only requests delayed:
+// a write that lands late, its reply on time (K2).
+func (n *Nemesis) LatencyDirection(peer, node, direction string, latency, jitter time.Duration) error {
+	target := fmt.Sprintf("%s→%s %s %s±%s", peer, node, direction, latency, jitter)
+	return record(n.rec, "latency-start", &history.Value{Target: target, Duration: int64(latency)}, func() error {
+		nd, err := n.node(node)
+		if err != nil {
+			return err
+		}
+		l, err := nd.Link(peer)
+		if err != nil {
+			return err
+		}
+		return l.SetLatencyDirection(direction, latency, jitter)
+	})
+}
+
 func orAll(peer string) string {
 	if peer == "" {
 		return "all"

@@ -41,7 +41,8 @@ func Random(faults []Fault, o RandomOptions) (Schedule, error) {
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	draw := func() time.Duration {
-		return o.Interval/2 + time.Duration(rng.Int64N(int64(o.Interval)+1))
+		d := o.Interval/2 + time.Duration(rng.Int64N(int64(o.Interval)+1))
+		return d.Round(time.Millisecond)
 	}
 	var s Schedule
 	healAt := o.Duration - o.Interval

@@ -37,7 +37,7 @@ func Write(r *scenario.Result) error {
 func Timeline(r *scenario.Result, path string) error {
 	info := r.Linearization
 	info.AddAnnotations(annotations(r))
-	if err := porcupine.VisualizePath(checker.MutexModel, info, path); err != nil {
+	if err := porcupine.VisualizePath(checker.Model(r.Semantics), info, path); err != nil {
 		return fmt.Errorf("report: timeline: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"time"
 
@@ -40,6 +41,36 @@ type Options struct {
 	Server string
 	// Log receives a few progress lines (nil: silent).
 	Log io.Writer
+	// Custom runs a lock that is not in the registry (a user's own) under
+	// the name Lock; Expect then says what it must show.
+	Custom *locks.Info
+	// Expect overrides the scenario's expectation for the lock.
+	Expect *Expectation
+}
+
+// lockInfo is the lock the options name: Custom, or from the registry.
+func (o Options) lockInfo() (locks.Info, error) {
+	if o.Custom != nil {
+		info := *o.Custom
+		info.Name = o.Lock
+		if info.Nodes == 0 {
+			info.Nodes = 1
+		}
+		if info.New == nil {
+			return info, fmt.Errorf("custom lock %s has no New function", o.Lock)
+		}
+		return info, nil
+	}
+	return locks.Lookup(o.Lock)
+}
+
+// expectation is what the lock must show under s.
+func (o Options) expectation(s Scenario) (Expectation, bool) {
+	if o.Expect != nil {
+		return *o.Expect, true
+	}
+	e, ok := s.Expect[o.Lock]
+	return e, ok
 }
 
 // UsageError is a bad option: cmd/run exits 2 on it.
@@ -60,10 +91,10 @@ func Resolve(o Options) (Options, Scenario, error) {
 	if err != nil {
 		return o, s, &UsageError{msg: err.Error()}
 	}
-	if _, err := locks.Lookup(o.Lock); err != nil {
+	if _, err := o.lockInfo(); err != nil {
 		return o, s, &UsageError{msg: err.Error()}
 	}
-	if _, ok := s.Expect[o.Lock]; !ok {
+	if _, ok := o.expectation(s); !ok {
 		return o, s, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
 	}
 	if o.Clients == 0 {
@@ -73,7 +104,7 @@ func Resolve(o Options) (Options, Scenario, error) {
 		o.TTL = s.TTL
 	}
 	if o.TimeLimit == 0 {
-		o.TimeLimit = s.TimeLimit
+		o.TimeLimit = s.TimeLimit(o.TTL)
 	}
 	if o.Out == "" {
 		o.Out = "results"
@@ -87,6 +118,8 @@ func Resolve(o Options) (Options, Scenario, error) {
 		return o, s, usagef("-ttl %s: at least 100ms (loopback round trips and the scheduler need room)", o.TTL)
 	case o.TimeLimit <= 0:
 		return o, s, usagef("-time-limit %s: must be positive", o.TimeLimit)
+	case s.ExactClients > 0 && o.Clients != s.ExactClients:
+		return o, s, usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
 		return o, s, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
@@ -110,12 +143,19 @@ type Result struct {
 	Started   time.Time          `json:"started"`
 	Elapsed   string             `json:"elapsed"`
 	Nodes     []cluster.NodeInfo `json:"nodes"`
+	// Schedule lists the nemesis steps, so a random run can be read and
+	// replayed (same seed, same steps).
+	Schedule string `json:"schedule,omitempty"`
+	// Observations are the anomaly kinds and facts the verdicts show.
+	Observations []string `json:"observations"`
 	// Dir is the run directory.
 	Dir string `json:"dir"`
 	// Ops is the whole history (also in Dir/history.jsonl).
 	Ops []history.Op `json:"-"`
-	// Linearization is porcupine's info, for the HTML timeline.
+	// Linearization is porcupine's info, for the HTML timeline, drawn with
+	// the model it was checked against (Semantics).
 	Linearization porcupine.LinearizationInfo `json:"-"`
+	Semantics     checker.Semantics           `json:"-"`
 }
 
 // Verdict returns the named checker's verdict.
@@ -136,13 +176,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return nil, err
 	}
-	info, _ := locks.Lookup(o.Lock)
+	info, _ := o.lockInfo()
+	expected, _ := o.expectation(s)
 	started := time.Now()
 	dir := filepath.Join(o.Out, s.Name, o.Lock, started.UTC().Format("20060102T150405.000Z"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("results dir: %w", err)
 	}
-	res = &Result{Scenario: s.Name, Lock: o.Lock, Story: s.Story, Expected: s.Expect[o.Lock], Seed: o.Seed,
+	res = &Result{Scenario: s.Name, Lock: o.Lock, Story: s.Story, Expected: expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir}
 	logf := func(format string, a ...any) {
 		if o.Log != nil {
@@ -161,10 +202,28 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	defer cl.Close()
+	env := &Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed}
 	for i := 1; i <= info.Nodes; i++ {
-		if _, err := cl.AddNode(ctx, cluster.NodeOptions{Name: fmt.Sprintf("n%d", i)}); err != nil {
+		name := fmt.Sprintf("n%d", i)
+		if _, err := cl.AddNode(ctx, cluster.NodeOptions{Name: name, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence}); err != nil {
 			return res, err
 		}
+		env.Nodes = append(env.Nodes, name)
+	}
+	if s.Topology.Replicated {
+		if info.Nodes != 1 {
+			return res, fmt.Errorf("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
+		}
+		env.Replica = env.Nodes[0] + "-replica"
+		r, err := cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: s.Topology.Persistence})
+		if err != nil {
+			return res, err
+		}
+		master := cl.Node(env.Nodes[0])
+		if err := r.ReplicaOf(ctx, master); err != nil {
+			return res, err
+		}
+		env.Primary = cluster.NewPrimary(master)
 	}
 	store, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
 	if err != nil {
@@ -181,48 +240,59 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			c.Close()
 		}
 	}()
-	dial := func(n *cluster.Node, peer string) (*redis.Client, error) {
+	keep := func(c *redis.Client) *redis.Client { conns = append(conns, c); return c }
+	dial := func(n *cluster.Node, peer string, co cluster.ClientOptions) (*redis.Client, error) {
 		l, err := n.Link(peer)
 		if err != nil {
 			return nil, err
 		}
-		c := cluster.NewClient(l.Addr(), cluster.ClientOptions{})
-		conns = append(conns, c)
-		return c, nil
+		return keep(cluster.NewClient(l.Addr(), co)), nil
 	}
-	gate := nemesis.NewGate(rec)
-	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: gate}
+	env.Gate = nemesis.NewGate(rec)
+	env.Nemesis = nemesis.New(rec, cl)
+	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
+		Hold: env.ttls(s.HoldTTLs)}
+	// The store's timeout leaves room for the delays K2 puts on its links.
+	storeOpts := cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
+		env.Clients = append(env.Clients, peer)
 		var nodeClients []*redis.Client
-		for _, n := range cl.Nodes() {
-			if n == store {
+		for j, name := range env.Nodes {
+			if j == 0 && env.Primary != nil {
+				nodeClients = append(nodeClients, keep(env.Primary.Client(peer, cluster.ClientOptions{})))
 				continue
 			}
-			c, err := dial(n, peer)
+			c, err := dial(cl.Node(name), peer, cluster.ClientOptions{})
 			if err != nil {
 				return res, err
 			}
 			nodeClients = append(nodeClients, c)
 		}
-		sc, err := dial(store, peer)
+		sc, err := dial(store, peer, storeOpts)
 		if err != nil {
 			return res, err
 		}
 		clock := &nemesis.ClientClock{Name: peer}
+		env.Clocks = append(env.Clocks, clock)
 		newLock := func(process int) (locks.Lock, error) {
-			point := func(ctx context.Context, name string) error { return gate.At(ctx, i, process, name) }
-			return locks.New(o.Lock, locks.Config{Clients: nodeClients, TTL: o.TTL, Clock: clock,
-				Owner: fmt.Sprintf("%s:%d", peer, process), Point: point})
+			point := func(ctx context.Context, name string) error { return env.Gate.At(ctx, i, process, name) }
+			return locks.Build(info, locks.Config{Clients: nodeClients, TTL: o.TTL, Clock: clock,
+				Owner: fmt.Sprintf("%s:%d", peer, process), Point: point, WaiterTimeout: waiterTimeout(o.TTL)})
 		}
 		wo.Clients = append(wo.Clients, workloads.Client{NewLock: newLock, Store: workloads.NewStore(sc), Clock: clock})
 	}
+	sched, err := s.Schedule(env)
+	if err != nil {
+		return res, err
+	}
+	res.Schedule = sched.String()
 	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
 
 	stop, cancelStop := context.WithTimeout(ctx, o.TimeLimit)
 	defer cancelStop()
 	nemErr := make(chan error, 1)
-	go func() { nemErr <- s.Schedule(Env{TTL: o.TTL, Gate: gate}).Run(stop) }()
+	go func() { nemErr <- sched.Run(stop) }()
 	werr := workloads.Register(stop, ctx, rec, wo)
 	cancelStop()
 	nerr := <-nemErr
@@ -233,33 +303,88 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	cl.Close()
 	res.Ops = rec.Ops()
 	res.Elapsed = time.Since(started).Round(time.Millisecond).String()
-	if err := errors.Join(werr, nerr, rec.Close()); err != nil {
+	if err := errors.Join(werr, nerr, env.Gate.Err(), rec.Close()); err != nil {
 		return res, err
 	}
 	if ctx.Err() != nil {
 		return res, ErrInterrupted
 	}
 	logf("%d ops recorded; checking", len(res.Ops))
-	res.judge()
+	res.judge(s, info, o.TTL)
 	return res, nil
 }
 
-// judge runs the checkers and compares the outcome with the expectation.
-func (r *Result) judge() {
-	lv, info := checker.Linearizable{Timeout: time.Minute}.CheckInfo(r.Ops)
-	r.Linearization = info
-	r.Verdicts = []checker.Verdict{checker.Intervals{}.Check(r.Ops), lv, checker.Resource{}.Check(r.Ops)}
-	r.Outcome = Outcome(r.Verdicts)
-	r.Matched = r.Outcome == r.Expected.Outcome
-	if r.Expected.StaleWriteRejected {
-		v, _ := r.Verdict("resource")
-		if n, _ := v.Details["stale_writes_rejected"].(int); n == 0 {
-			r.Matched = false
-		}
+// waiterTimeout is the fair lock's waiter timeout in a run: short enough
+// that a dead waiter's stall fits a run, long enough for live waiters.
+func waiterTimeout(ttl time.Duration) time.Duration { return 2 * ttl }
+
+// Checkers is the set of checkers a (scenario, lock) pair is judged by.
+func Checkers(s Scenario, info locks.Info, ttl time.Duration) []checker.Checker {
+	sem := checker.Mutex
+	switch {
+	case info.Fenced:
+		sem = checker.Fenced
+	case info.Reentrant:
+		sem = checker.Reentrant
 	}
+	// A dead client's lease runs out within a TTL, and the next try comes
+	// within a retry; a dead fair-lock waiter holds the queue for up to its
+	// waiter timeout on top.
+	allowance := 2*ttl + 250*time.Millisecond
+	if info.Name == "fair" {
+		allowance += waiterTimeout(ttl)
+	}
+	cs := []checker.Checker{
+		checker.Intervals{},
+		checker.Linearizable{Semantics: sem, Timeout: time.Minute},
+		checker.Promise{},
+		checker.Resource{},
+		checker.Liveness{Allowance: allowance},
+	}
+	if s.Fairness {
+		cs = append(cs, checker.Fairness{Margin: 20 * time.Millisecond})
+	}
+	return cs
 }
 
-// Outcome sums verdicts up in the words expectations use.
+// judge runs the checkers and compares the outcome with the expectation.
+func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
+	r.Verdicts = nil
+	for _, c := range Checkers(s, info, ttl) {
+		if l, ok := c.(checker.Linearizable); ok {
+			v, lin := l.CheckInfo(r.Ops)
+			r.Linearization, r.Semantics = lin, l.Semantics
+			r.Verdicts = append(r.Verdicts, v)
+			continue
+		}
+		r.Verdicts = append(r.Verdicts, c.Check(r.Ops))
+	}
+	r.Outcome = Outcome(r.Verdicts)
+	r.Observations = Observations(r.Verdicts)
+	r.Matched = Matches(r.Expected, r.Outcome, r.Observations)
+}
+
+// Matches says whether an outcome and its observations meet e.
+func Matches(e Expectation, outcome string, observations []string) bool {
+	if outcome != e.Outcome {
+		return false
+	}
+	for _, o := range e.Show {
+		if !slices.Contains(observations, o) {
+			return false
+		}
+	}
+	for _, o := range e.Hide {
+		if slices.Contains(observations, o) {
+			return false
+		}
+	}
+	return true
+}
+
+// Outcome sums verdicts up in the words expectations use, the most serious
+// first: a corrupted resource, then a violated lock, then a stuck one, then
+// an unfair one.
 func Outcome(vs []checker.Verdict) string {
 	valid := map[string]checker.Validity{}
 	for _, v := range vs {
@@ -271,10 +396,34 @@ func Outcome(vs []checker.Verdict) string {
 	switch {
 	case valid["resource"] == checker.Invalid:
 		return Unsafe
-	case valid["intervals"] == checker.Invalid || valid["linearizable"] == checker.Invalid:
+	case valid["intervals"] == checker.Invalid || valid["linearizable"] == checker.Invalid || valid["promise"] == checker.Invalid:
 		return LockUnsafe
+	case valid["liveness"] == checker.Invalid:
+		return Deadlock
+	case valid["fairness"] == checker.Invalid:
+		return Unfair
 	}
 	return Safe
+}
+
+// Observations lists, sorted, the anomaly kinds the verdicts report and
+// StaleWriteRejected when the fenced store refused a write.
+func Observations(vs []checker.Verdict) []string {
+	seen := map[string]bool{}
+	for _, v := range vs {
+		for kind := range v.Counts {
+			seen[kind] = true
+		}
+		if n, _ := v.Details["stale_writes_rejected"].(int); n > 0 {
+			seen[StaleWriteRejected] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for o := range seen {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func writeJSON(path string, v any) error {

@@ -24,6 +24,9 @@ const (
 	// the lock just before it would not help; the pause can fall after the
 	// check.
 	BeforeWrite = "before-write"
+	// BeforeRelease sits after the write, before the release: where a
+	// woken holder's owner-blind DEL can be timed to hit a successor (S3).
+	BeforeRelease = "before-release"
 )
 
 // Gate stands at a client's named points; the nemesis may pause the client
@@ -52,6 +55,10 @@ type Options struct {
 	Key, Register string
 	// Think is the mean pause between a release and the next acquire.
 	Think time.Duration
+	// Hold is how long each client works inside the critical section
+	// (before the write): long enough, waiters queue up and the order in
+	// which they are served says something (S5).
+	Hold time.Duration
 	// Gate may pause or crash a client at a point (nil: never).
 	Gate Gate
 }
@@ -181,6 +188,12 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 	w.rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(r)}, nil)
 
+	if w.o.Hold > 0 {
+		select {
+		case <-ctx.Done():
+		case <-time.After(w.o.Hold):
+		}
+	}
 	if w.o.Gate != nil {
 		if err := w.o.Gate.At(ctx, w.client, w.process, BeforeWrite); err != nil {
 			w.crash(err)
@@ -199,6 +212,13 @@ func (w *worker) cycle(ctx context.Context) {
 		return
 	default:
 		w.rec.Complete(inv, history.OK, nil, nil)
+	}
+
+	if w.o.Gate != nil {
+		if err := w.o.Gate.At(ctx, w.client, w.process, BeforeRelease); err != nil {
+			w.crash(err)
+			return
+		}
 	}
 
 	inv = w.rec.Invoke(w.process, history.Release, key, &history.Value{Token: lease.Token})

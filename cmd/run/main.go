@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "seed %d\n", *seed)
-	failed := 0
+	matrix := report.Matrix{Started: time.Now(), Seed: *seed}
 	for _, p := range pairs {
 		o := base
 		o.Scenario, o.Lock = p[0], p[1]
@@ -93,15 +93,25 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "run: %s/%s: %v\n", p[0], p[1], err)
-			failed++
-			continue
-		}
-		if err := report.Write(res); err != nil {
+		} else if err = report.Write(res); err != nil {
 			fmt.Fprintf(stderr, "run: %v\n", err)
-			failed++
 		}
-		report.Summary(stdout, res)
-		if !res.Matched {
+		if res != nil && res.Outcome != "" {
+			report.Summary(stdout, res)
+		}
+		matrix.Entries = append(matrix.Entries, report.EntryOf(p[0], p[1], res, err))
+	}
+	if len(pairs) > 1 {
+		fmt.Fprintln(stdout)
+		report.MatrixTable(stdout, matrix.Entries)
+		if err := report.WriteSummary(*out, matrix); err != nil {
+			fmt.Fprintf(stderr, "run: %v\n", err)
+			return 1
+		}
+	}
+	failed := 0
+	for _, e := range matrix.Entries {
+		if !e.Matched {
 			failed++
 		}
 	}
@@ -118,7 +128,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func plan(scenarioList, lockList string) ([][2]string, error) {
 	var names []string
 	if scenarioList == "all" {
-		names = scenario.Names()
+		// Every story; exploration (random) is asked for by name.
+		for _, n := range scenario.Names() {
+			if s, _ := scenario.Lookup(n); !s.Random {
+				names = append(names, n)
+			}
+		}
 	} else {
 		names = split(scenarioList)
 	}
