@@ -16,10 +16,12 @@ type recorder struct {
 	failed bool
 }
 
-func (r *recorder) Helper()                        {}
-func (r *recorder) Errorf(format string, a ...any) { r.errors = append(r.errors, fmt.Sprintf(format, a...)) }
-func (r *recorder) Failed() bool                   { return len(r.errors) > 0 }
-func (r *recorder) FailNow()                       { r.failed = true; runtime.Goexit() }
+func (r *recorder) Helper() {}
+func (r *recorder) Errorf(format string, a ...any) {
+	r.errors = append(r.errors, fmt.Sprintf(format, a...))
+}
+func (r *recorder) Failed() bool { return len(r.errors) > 0 }
+func (r *recorder) FailNow()     { r.failed = true; runtime.Goexit() }
 
 func setNXPX() locktest.Lock {
 	info, _ := locks.Lookup("set-nx-px")
