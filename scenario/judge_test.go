@@ -1,0 +1,98 @@
+package scenario
+
+import (
+	"testing"
+
+	"github.com/locktorture/locktorture/checker"
+)
+
+func verdicts(valid map[string]checker.Validity) []checker.Verdict {
+	var out []checker.Verdict
+	for _, name := range []string{"intervals", "linearizable", "promise", "resource", "liveness", "fairness"} {
+		v, ok := valid[name]
+		if !ok {
+			v = checker.Valid
+		}
+		out = append(out, checker.Verdict{Checker: name, Valid: v})
+	}
+	return out
+}
+
+func TestOutcomeTakesTheMostSerious(t *testing.T) {
+	cases := []struct {
+		invalid []string
+		want    string
+	}{
+		{nil, Safe},
+		{[]string{"fairness"}, Unfair},
+		{[]string{"liveness", "fairness"}, Deadlock},
+		{[]string{"promise"}, LockUnsafe},
+		{[]string{"intervals", "liveness"}, LockUnsafe},
+		{[]string{"intervals", "resource"}, Unsafe},
+	}
+	for _, c := range cases {
+		m := map[string]checker.Validity{}
+		for _, n := range c.invalid {
+			m[n] = checker.Invalid
+		}
+		if got := Outcome(verdicts(m)); got != c.want {
+			t.Errorf("invalid %v: outcome %s, want %s", c.invalid, got, c.want)
+		}
+	}
+	if got := Outcome(verdicts(map[string]checker.Validity{"linearizable": checker.Unknown, "resource": checker.Invalid})); got != Undecided {
+		t.Errorf("an undecided checker makes the outcome %s, want %s", got, Undecided)
+	}
+}
+
+func TestMatchesNeedsOutcomeShowAndHide(t *testing.T) {
+	e := Expectation{Outcome: Unsafe, Show: []string{"foreign-release"}, Hide: []string{"promise-broken"}}
+	if !Matches(e, Unsafe, []string{"double-holder", "foreign-release"}) {
+		t.Error("outcome and observations as expected, yet no match")
+	}
+	if Matches(e, LockUnsafe, []string{"foreign-release"}) {
+		t.Error("a different outcome matched")
+	}
+	if Matches(e, Unsafe, []string{"double-holder"}) {
+		t.Error("a required observation was missing, yet it matched")
+	}
+	if Matches(e, Unsafe, []string{"foreign-release", "promise-broken"}) {
+		t.Error("a forbidden observation was present, yet it matched")
+	}
+}
+
+func TestObservationsComeFromCountsNotTheAbbreviatedList(t *testing.T) {
+	v := checker.Verdict{Checker: "intervals", Counts: map[string]int{"double-holder": 80, "foreign-release": 1}}
+	r := checker.Verdict{Checker: "resource", Details: map[string]any{"stale_writes_rejected": 2}}
+	got := Observations([]checker.Verdict{v, r})
+	want := []string{"double-holder", "foreign-release", StaleWriteRejected}
+	if len(got) != len(want) {
+		t.Fatalf("observations %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("observations %v, want %v", got, want)
+		}
+	}
+}
+
+func TestEveryScenarioIsWellFormed(t *testing.T) {
+	for _, name := range Names() {
+		s, _ := Lookup(name)
+		if s.Story == "" || s.Schedule == nil || len(s.Expect) == 0 {
+			t.Errorf("%s lacks a story, a schedule or expectations", name)
+		}
+		if s.MinTimeLimitTTLs > s.TimeLimitTTLs {
+			t.Errorf("%s: default time limit below its minimum", name)
+		}
+		for lock, e := range s.Expect {
+			if e.Why == "" {
+				t.Errorf("%s/%s: an expectation must cite its argument", name, lock)
+			}
+			switch e.Outcome {
+			case Safe, Unsafe, LockUnsafe, Deadlock, Unfair:
+			default:
+				t.Errorf("%s/%s: unknown outcome %q", name, lock, e.Outcome)
+			}
+		}
+	}
+}
