@@ -56,6 +56,41 @@ func Holds(ops []history.Op) []Hold {
 	return out
 }
 
+// Overlap is a span during which two processes held one key.
+type Overlap struct {
+	Key        string
+	A, B       int
+	Start, End int64
+}
+
+// Overlaps finds every pair of holds of different processes on one key
+// that overlap in time, ordered by key, then by the earlier hold's start.
+func Overlaps(holds []Hold) []Overlap {
+	byKey := map[string][]Hold{}
+	for _, h := range holds {
+		byKey[h.Key] = append(byKey[h.Key], h)
+	}
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var out []Overlap
+	for _, k := range keys {
+		hs := byKey[k]
+		sort.SliceStable(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
+		for i := range hs {
+			for j := i + 1; j < len(hs) && hs[j].Start < hs[i].End; j++ {
+				a, b := hs[i], hs[j]
+				if a.Process != b.Process {
+					out = append(out, Overlap{Key: k, A: a.Process, B: b.Process, Start: b.Start, End: min(a.End, b.End)})
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Intervals finds mutual-exclusion violations as plainly as possible: two
 // processes whose belief intervals on one key overlap in real time, whatever
 // Redis believed. It names both holders and the span they shared.
@@ -68,36 +103,17 @@ func (Intervals) Name() string { return "intervals" }
 func (Intervals) Check(ops []history.Op) Verdict {
 	holds := Holds(ops)
 	v := Verdict{Checker: "intervals", Valid: Valid, Details: map[string]any{"holds": len(holds)}}
-	byKey := map[string][]Hold{}
-	for _, h := range holds {
-		byKey[h.Key] = append(byKey[h.Key], h)
-	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	count := 0
 	var overlap int64
-	for _, k := range keys {
-		hs := byKey[k] // sorted by Start
-		for i := range hs {
-			for j := i + 1; j < len(hs) && hs[j].Start < hs[i].End; j++ {
-				a, b := hs[i], hs[j]
-				if a.Process == b.Process {
-					continue
-				}
-				from, to := b.Start, min(a.End, b.End)
-				count++
-				overlap += to - from
-				v.add(Anomaly{
-					Kind: "double-holder", Key: k, Processes: []int{a.Process, b.Process},
-					Start: from, End: to,
-					Text: fmt.Sprintf("processes %d and %d both held %q from %s to %s (%s)",
-						a.Process, b.Process, k, seconds(from), seconds(to), span(to-from)),
-				})
-			}
-		}
+	for _, o := range Overlaps(holds) {
+		count++
+		overlap += o.End - o.Start
+		v.add(Anomaly{
+			Kind: "double-holder", Key: o.Key, Processes: []int{o.A, o.B},
+			Start: o.Start, End: o.End,
+			Text: fmt.Sprintf("processes %d and %d both held %q from %s to %s (%s)",
+				o.A, o.B, o.Key, seconds(o.Start), seconds(o.End), span(o.End-o.Start)),
+		})
 	}
 	if count > 0 {
 		v.Details["double_holders"] = count

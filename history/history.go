@@ -152,6 +152,23 @@ func (r *Recorder) Complete(inv Op, t Type, v *Value, err error) Op {
 	return r.Add(op)
 }
 
+// Summary is how many ops are recorded and the latest nemesis action in
+// words, cheaply, for a progress line.
+func (r *Recorder) Summary() (ops int, nemesis string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.ops) - 1; i >= 0 && i >= len(r.ops)-5000; i-- {
+		if op := r.ops[i]; op.Process == NemesisProcess && op.Type != Invoke {
+			nemesis = op.F
+			if op.Value != nil && op.Value.Target != "" {
+				nemesis += " " + op.Value.Target
+			}
+			break
+		}
+	}
+	return len(r.ops), nemesis
+}
+
 // Ops returns a copy of everything recorded so far.
 func (r *Recorder) Ops() []Op {
 	r.mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -100,30 +99,18 @@ func MatrixTable(w io.Writer, entries []Entry) {
 // across; each cell is what was observed, marked ✗ when it was not what the
 // scenario expects of that lock.
 func MatrixMarkdown(w io.Writer, entries []Entry) {
-	var scens, lockNames []string
-	cell := map[[2]string]Entry{}
-	for _, e := range entries {
-		if !contains(scens, e.Scenario) {
-			scens = append(scens, e.Scenario)
-		}
-		if !contains(lockNames, e.Lock) {
-			lockNames = append(lockNames, e.Lock)
-		}
-		cell[[2]string{e.Scenario, e.Lock}] = e
-	}
-	sort.Strings(lockNames)
-	fmt.Fprintf(w, "| scenario | %s |\n|---|%s\n", strings.Join(lockNames, " | "), strings.Repeat("---|", len(lockNames)))
-	for _, s := range scens {
-		row := []string{"`" + s + "`"}
-		for _, l := range lockNames {
-			e, ok := cell[[2]string{s, l}]
+	g := gridOf(entries, "")
+	fmt.Fprintf(w, "| scenario | %s |\n|---|%s\n", strings.Join(g.Locks, " | "), strings.Repeat("---|", len(g.Locks)))
+	for _, r := range g.Rows {
+		row := []string{"`" + r.Scenario + "`"}
+		for _, c := range r.Cells {
 			switch {
-			case !ok:
+			case c.Outcome == "":
 				row = append(row, "")
-			case e.Matched:
-				row = append(row, e.Outcome)
+			case c.Matched:
+				row = append(row, c.Outcome)
 			default:
-				row = append(row, fmt.Sprintf("%s ✗ (expected %s)", e.Outcome, e.Expected))
+				row = append(row, fmt.Sprintf("%s ✗ (expected %s)", c.Outcome, c.Expected))
 			}
 		}
 		fmt.Fprintf(w, "| %s |\n", strings.Join(row, " | "))

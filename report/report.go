@@ -17,7 +17,8 @@ import (
 	"github.com/locktorture/locktorture/scenario"
 )
 
-// Write puts results.json and timeline.html into the run directory.
+// Write puts everything a person opens into the run directory:
+// results.json, timeline.html, the charts (PNG and SVG) and index.html.
 func Write(r *scenario.Result) error {
 	b, err := json.MarshalIndent(r, "", "  ")
 	if err != nil {
@@ -26,7 +27,19 @@ func Write(r *scenario.Result) error {
 	if err := os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	return Timeline(r, filepath.Join(r.Dir, "timeline.html"))
+	if err := Timeline(r, filepath.Join(r.Dir, "timeline.html")); err != nil {
+		return err
+	}
+	charts, err := Charts(r.Ops)
+	if err != nil {
+		return err
+	}
+	for _, c := range charts {
+		if err := c.Save(r.Dir); err != nil {
+			return err
+		}
+	}
+	return page(r, charts)
 }
 
 // Timeline writes porcupine's visualization of the lock ops, with the

@@ -41,6 +41,9 @@ type Options struct {
 	Server string
 	// Log receives a few progress lines (nil: silent).
 	Log io.Writer
+	// Progress, if set, is called about four times a second while clients
+	// run.
+	Progress func(Progress)
 	// Custom runs a lock that is not in the registry (a user's own) under
 	// the name Lock; Expect then says what it must show.
 	Custom *locks.Info
@@ -71,6 +74,16 @@ func (o Options) expectation(s Scenario) (Expectation, bool) {
 	}
 	e, ok := s.Expect[o.Lock]
 	return e, ok
+}
+
+// Progress is a running run's state, for a status line.
+type Progress struct {
+	Scenario, Lock     string
+	Elapsed, TimeLimit time.Duration
+	// Ops is how many ops are recorded so far.
+	Ops int
+	// Nemesis is the latest nemesis action, in words ("" before the first).
+	Nemesis string
 }
 
 // UsageError is a bad option: cmd/run exits 2 on it.
@@ -293,6 +306,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	defer cancelStop()
 	nemErr := make(chan error, 1)
 	go func() { nemErr <- sched.Run(stop) }()
+	if o.Progress != nil {
+		go reportProgress(stop, o, rec)
+	}
 	werr := workloads.Register(stop, ctx, rec, wo)
 	cancelStop()
 	nerr := <-nemErr
@@ -312,6 +328,22 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	logf("%d ops recorded; checking", len(res.Ops))
 	res.judge(s, info, o.TTL)
 	return res, nil
+}
+
+func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := Progress{Scenario: o.Scenario, Lock: o.Lock, Elapsed: time.Since(start), TimeLimit: o.TimeLimit}
+		p.Ops, p.Nemesis = rec.Summary()
+		o.Progress(p)
+	}
 }
 
 // waiterTimeout is the fair lock's waiter timeout in a run: short enough

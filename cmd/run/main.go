@@ -72,6 +72,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout}
+	if isTerminal(stdout) {
+		base.Progress = statusLine(stdout)
+	}
 	// Check every pair before starting any, so a typo fails in a second.
 	for _, p := range pairs {
 		o := base
@@ -87,6 +90,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		o := base
 		o.Scenario, o.Lock = p[0], p[1]
 		res, err := scenario.Run(ctx, o)
+		if o.Progress != nil {
+			fmt.Fprint(stdout, "\r\033[K")
+		}
 		if errors.Is(err, scenario.ErrInterrupted) {
 			fmt.Fprintf(stderr, "run: interrupted; partial history in %s/history.jsonl\n", res.Dir)
 			return 130
@@ -108,6 +114,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "run: %v\n", err)
 			return 1
 		}
+	}
+	if err := report.WriteIndex(*out); err != nil {
+		fmt.Fprintf(stderr, "run: %v\n", err)
+		return 1
 	}
 	failed := 0
 	for _, e := range matrix.Entries {
@@ -193,5 +203,30 @@ func printList(w io.Writer) {
 			broken = " [BROKEN ON PURPOSE]"
 		}
 		fmt.Fprintf(w, "  %-18s %s%s\n", n, info.Summary, broken)
+	}
+}
+
+// isTerminal says whether w is a terminal: progress lines are for people
+// watching, not for CI logs.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// statusLine redraws one line in place: elapsed/limit, ops, nemesis.
+func statusLine(w io.Writer) func(scenario.Progress) {
+	return func(p scenario.Progress) {
+		nem := p.Nemesis
+		if nem == "" {
+			nem = "quiet"
+		}
+		if len(nem) > 50 {
+			nem = nem[:50] + "…"
+		}
+		fmt.Fprintf(w, "\r\033[K  %5.1fs / %.1fs  %7d ops  nemesis: %s", p.Elapsed.Seconds(), p.TimeLimit.Seconds(), p.Ops, nem)
 	}
 }

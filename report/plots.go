@@ -1,0 +1,406 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/history"
+)
+
+// Chart is one rendered plot: its file stem and how many data series it
+// drew (legend entries), which tests check against the history.
+type Chart struct {
+	Name   string
+	Title  string
+	Series int
+	plot   *plot.Plot
+	height vg.Length
+}
+
+// Save writes the chart as name.png and name.svg into dir. gonum/plot
+// panics on some degenerate data; that becomes an error here, so a chart
+// that cannot be drawn costs the chart, not the run.
+func (c Chart) Save(dir string) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("report: drawing %s: %v", c.Name, r)
+		}
+	}()
+	for _, ext := range []string{"png", "svg"} {
+		if err := c.plot.Save(10*vg.Inch, c.height, filepath.Join(dir, c.Name+"."+ext)); err != nil {
+			return fmt.Errorf("report: %s.%s: %w", c.Name, ext, err)
+		}
+	}
+	return nil
+}
+
+var (
+	colorOK   = color.RGBA{R: 0x2b, G: 0x8a, B: 0x3e, A: 0xff}
+	colorFail = color.RGBA{R: 0xd0, G: 0x6a, B: 0x00, A: 0xff}
+	colorInfo = color.RGBA{R: 0xc9, G: 0x2a, B: 0x2a, A: 0xff}
+	// Translucent colours are NRGBA: color.RGBA is alpha-premultiplied.
+	colorBand = color.NRGBA{R: 0xf2, G: 0xa0, B: 0x40, A: 0x40}
+	colorBad  = color.NRGBA{R: 0xe0, G: 0x10, B: 0x10, A: 0xd0}
+	colorTick = color.NRGBA{R: 0x30, G: 0x30, B: 0x30, A: 0x90}
+	fColors   = map[string]color.Color{
+		history.Acquire: color.RGBA{R: 0x1f, G: 0x5f, B: 0xbf, A: 0xff},
+		history.Release: color.RGBA{R: 0x7b, G: 0x3f, B: 0xb0, A: 0xff},
+		history.Read:    color.RGBA{R: 0x2b, G: 0x8a, B: 0x3e, A: 0xff},
+		history.Write:   color.RGBA{R: 0xd0, G: 0x6a, B: 0x00, A: 0xff},
+	}
+	fShapes = map[string]draw.GlyphDrawer{
+		history.Acquire: draw.CircleGlyph{}, history.Release: draw.SquareGlyph{},
+		history.Read: draw.TriangleGlyph{}, history.Write: draw.CrossGlyph{},
+	}
+	clientFs = []string{history.Acquire, history.Release, history.Read, history.Write}
+)
+
+func typeColor(t history.Type) color.Color {
+	switch t {
+	case history.OK:
+		return colorOK
+	case history.Fail:
+		return colorFail
+	}
+	return colorInfo
+}
+
+func newPlot(title, ylabel string) *plot.Plot {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = "time since start (s)"
+	p.Y.Label.Text = ylabel
+	p.Legend.Top = true
+	p.Legend.Left = false
+	return p
+}
+
+// bands shades nemesis faults across the plot's full height: an orange band
+// for a fault that lasted, a thin line for an instant one.
+type bands struct{ faults []Fault }
+
+func (b bands) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, _ := p.Transforms(&c)
+	for _, f := range b.faults {
+		x0, x1 := trX(float64(f.Start)/1e9), trX(float64(f.End)/1e9)
+		if x1-x0 < 1.5 {
+			x1 = x0 + 1.5
+		}
+		c.FillPolygon(colorBand, c.ClipPolygonX([]vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}))
+	}
+}
+
+func addBands(p *plot.Plot, faults []Fault) {
+	if len(faults) > 0 {
+		p.Add(bands{faults})
+		p.Legend.Add("nemesis active", legendBox{colorBand})
+	}
+}
+
+// legendBox is a filled square in the legend.
+type legendBox struct{ color.Color }
+
+func (l legendBox) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(l.Color, []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}})
+}
+
+// Latency is Jepsen's latency-raw graph: every client op at its invoke
+// time, its latency on a log scale, shaped by what it did and coloured by
+// how it ended.
+func Latency(ops []history.Op, faults []Fault) (Chart, error) {
+	p := newPlot("Latency of client operations", "latency (ms, log scale)")
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	pts := map[string]map[history.Type]plotter.XYs{}
+	for _, pr := range history.Pairs(ops) {
+		inv, c := pr.Invoke, pr.Completion
+		if inv.Process == history.NemesisProcess || c == nil || fColors[inv.F] == nil {
+			continue
+		}
+		if pts[inv.F] == nil {
+			pts[inv.F] = map[history.Type]plotter.XYs{}
+		}
+		ms := math.Max(float64(c.Time-inv.Time)/1e6, 0.001)
+		pts[inv.F][c.Type] = append(pts[inv.F][c.Type], plotter.XY{X: float64(inv.Time) / 1e9, Y: ms})
+	}
+	addBands(p, faults)
+	series := 0
+	for _, f := range clientFs {
+		for _, t := range []history.Type{history.OK, history.Fail, history.Info} {
+			xys := pts[f][t]
+			if len(xys) == 0 {
+				continue
+			}
+			s, err := plotter.NewScatter(xys)
+			if err != nil {
+				return Chart{}, err
+			}
+			s.GlyphStyle = draw.GlyphStyle{Color: typeColor(t), Radius: vg.Points(1.6), Shape: fShapes[f]}
+			p.Add(s)
+			p.Legend.Add(fmt.Sprintf("%s %s", f, t), s)
+			series++
+		}
+	}
+	return Chart{Name: "latency", Title: p.Title.Text, Series: series, plot: p, height: 4.5 * vg.Inch}, nil
+}
+
+// Throughput is Jepsen's rate graph: successful completions per second of
+// each kind of op, in buckets of a tenth of a second.
+func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
+	p := newPlot("Throughput of successful operations", "ops/s")
+	const bucket = 0.1
+	counts := map[string]map[int]int{}
+	maxB := 0
+	for _, op := range ops {
+		if op.Process == history.NemesisProcess || op.Type != history.OK || fColors[op.F] == nil {
+			continue
+		}
+		b := int(float64(op.Time) / 1e9 / bucket)
+		if counts[op.F] == nil {
+			counts[op.F] = map[int]int{}
+		}
+		counts[op.F][b]++
+		maxB = max(maxB, b)
+	}
+	addBands(p, faults)
+	series := 0
+	for _, f := range clientFs {
+		if len(counts[f]) == 0 {
+			continue
+		}
+		xys := make(plotter.XYs, maxB+1)
+		for b := 0; b <= maxB; b++ {
+			xys[b] = plotter.XY{X: (float64(b) + 0.5) * bucket, Y: float64(counts[f][b]) / bucket}
+		}
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return Chart{}, err
+		}
+		l.LineStyle.Color = fColors[f]
+		l.LineStyle.Width = vg.Points(1.2)
+		p.Add(l)
+		p.Legend.Add(f, l)
+		series++
+	}
+	return Chart{Name: "throughput", Title: p.Title.Text, Series: series, plot: p, height: 4 * vg.Inch}, nil
+}
+
+// swimlanes draws, per process row, green bars while it believed it held
+// the key, black ticks at its lease's validity deadline, and red spans
+// where its hold overlapped another process's.
+type swimlanes struct {
+	rows      map[int]float64
+	holds     []checker.Hold
+	deadlines []plotter.XY
+	bad       []checker.Overlap
+}
+
+func (s swimlanes) Plot(c draw.Canvas, p *plot.Plot) {
+	trX, trY := p.Transforms(&c)
+	bar := func(x0, x1 float64, row float64, h float64, col color.Color) {
+		a, b := trX(x0), trX(x1)
+		if b-a < 1 {
+			b = a + 1
+		}
+		y0, y1 := trY(row-h), trY(row+h)
+		c.FillPolygon(col, c.ClipPolygonXY([]vg.Point{{X: a, Y: y0}, {X: b, Y: y0}, {X: b, Y: y1}, {X: a, Y: y1}}))
+	}
+	for _, h := range s.holds {
+		bar(float64(h.Start)/1e9, float64(h.End)/1e9, s.rows[h.Process], 0.3, colorOK)
+	}
+	for _, d := range s.deadlines {
+		x, y0, y1 := trX(d.X), trY(d.Y-0.15), trY(d.Y+0.15)
+		c.StrokeLine2(draw.LineStyle{Color: colorTick, Width: vg.Points(0.6)}, x, y0, x, y1)
+	}
+	for _, o := range s.bad {
+		for _, proc := range []int{o.A, o.B} {
+			bar(float64(o.Start)/1e9, float64(o.End)/1e9, s.rows[proc], 0.42, colorBad)
+		}
+	}
+}
+
+func (s swimlanes) DataRange() (xmin, xmax, ymin, ymax float64) {
+	xmin, xmax = math.Inf(1), math.Inf(-1)
+	for _, h := range s.holds {
+		xmin, xmax = math.Min(xmin, float64(h.Start)/1e9), math.Max(xmax, float64(h.End)/1e9)
+	}
+	// Headroom above the top row for the legend.
+	return xmin, xmax, -0.7, float64(len(s.rows)) + 1.1
+}
+
+// Holders is the lock-holder swimlane of one key: who believed they held
+// it when, the validity deadline of each lease, and every span two
+// processes held it at once.
+func Holders(ops []history.Op, key string, faults []Fault) (Chart, error) {
+	var holds []checker.Hold
+	procs := map[int]bool{}
+	for _, h := range checker.Holds(ops) {
+		if h.Key == key {
+			holds = append(holds, h)
+			procs[h.Process] = true
+		}
+	}
+	ids := make([]int, 0, len(procs))
+	for p := range procs {
+		ids = append(ids, p)
+	}
+	sort.Ints(ids)
+	rows := map[int]float64{}
+	var ticks []plot.Tick
+	for i, id := range ids {
+		rows[id] = float64(i)
+		ticks = append(ticks, plot.Tick{Value: float64(i), Label: "p" + strconv.Itoa(id)})
+	}
+	s := swimlanes{rows: rows, holds: holds}
+	for _, op := range ops {
+		if op.F == history.Acquire && op.Type == history.OK && op.Key == key && op.Value != nil && op.Value.Deadline > 0 {
+			if row, ok := rows[op.Process]; ok {
+				s.deadlines = append(s.deadlines, plotter.XY{X: float64(op.Value.Deadline) / 1e9, Y: row})
+			}
+		}
+	}
+	s.bad = checker.Overlaps(holds)
+	p := newPlot(fmt.Sprintf("Who held %q", key), "process")
+	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
+	addBands(p, faults)
+	p.Add(s)
+	series := 0
+	if len(holds) > 0 {
+		p.Legend.Add("believed it held the lock", legendBox{colorOK})
+		series++
+	}
+	if len(s.deadlines) > 0 {
+		p.Legend.Add("lease validity deadline", legendBox{colorTick})
+		series++
+	}
+	if len(s.bad) > 0 {
+		p.Legend.Add("held by two at once", legendBox{colorBad})
+		series++
+	}
+	height := vg.Length(math.Max(3, 1.2+0.22*float64(len(ids)))) * vg.Inch
+	return Chart{Name: "holders-" + fileSafe(key), Title: p.Title.Text, Series: series, plot: p, height: height}, nil
+}
+
+// Clocks plots the clock offset of every node and client the nemesis moved,
+// as steps over time. ok is false when no clock was touched.
+func Clocks(ops []history.Op, faults []Fault) (Chart, bool, error) {
+	type step struct {
+		t   float64
+		off float64
+	}
+	steps := map[string][]step{}
+	var names []string
+	var end float64
+	for _, op := range ops {
+		end = float64(op.Time) / 1e9
+		if op.Process != history.NemesisProcess || op.Type != history.OK {
+			continue
+		}
+		switch op.F {
+		case "clock-bump", "clock-skew":
+			name := op.Value.Target
+			if op.F == "clock-skew" {
+				name = "client " + name
+			}
+			if _, seen := steps[name]; !seen {
+				names = append(names, name)
+				steps[name] = []step{{0, 0}}
+			}
+			steps[name] = append(steps[name], step{float64(op.Time) / 1e9, float64(op.Value.Duration) / 1e9})
+		case "clock-reset":
+			for _, n := range names {
+				if len(n) < 7 || n[:7] != "client " {
+					steps[n] = append(steps[n], step{float64(op.Time) / 1e9, 0})
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		return Chart{}, false, nil
+	}
+	p := newPlot("Clock offsets the nemesis set", "offset from real time (s)")
+	addBands(p, faults)
+	for i, n := range names {
+		var xys plotter.XYs
+		st := steps[n]
+		for j, s := range st {
+			if j > 0 {
+				xys = append(xys, plotter.XY{X: s.t, Y: st[j-1].off})
+			}
+			xys = append(xys, plotter.XY{X: s.t, Y: s.off})
+		}
+		xys = append(xys, plotter.XY{X: end, Y: st[len(st)-1].off})
+		l, err := plotter.NewLine(xys)
+		if err != nil {
+			return Chart{}, false, err
+		}
+		l.LineStyle.Width = vg.Points(1.5)
+		l.LineStyle.Color = palette[i%len(palette)]
+		p.Add(l)
+		p.Legend.Add(n, l)
+	}
+	return Chart{Name: "clocks", Title: p.Title.Text, Series: len(names), plot: p, height: 3.5 * vg.Inch}, true, nil
+}
+
+var palette = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x5f, B: 0xbf, A: 0xff}, color.RGBA{R: 0xc9, G: 0x2a, B: 0x2a, A: 0xff},
+	color.RGBA{R: 0x2b, G: 0x8a, B: 0x3e, A: 0xff}, color.RGBA{R: 0x7b, G: 0x3f, B: 0xb0, A: 0xff},
+	color.RGBA{R: 0xd0, G: 0x6a, B: 0x00, A: 0xff},
+}
+
+func fileSafe(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// Charts builds every chart a run has: latency, throughput, a holder
+// swimlane per lock key, and clock offsets when clocks were moved.
+func Charts(ops []history.Op) ([]Chart, error) {
+	faults := Faults(ops)
+	var out []Chart
+	lat, err := Latency(ops, faults)
+	if err != nil {
+		return nil, err
+	}
+	thr, err := Throughput(ops, faults)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, lat, thr)
+	var keys []string
+	seen := map[string]bool{}
+	for _, op := range ops {
+		if op.F == history.Acquire && op.Key != "" && !seen[op.Key] {
+			seen[op.Key] = true
+			keys = append(keys, op.Key)
+		}
+	}
+	for _, k := range keys {
+		h, err := Holders(ops, k, faults)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, h)
+	}
+	if c, ok, err := Clocks(ops, faults); err != nil {
+		return nil, err
+	} else if ok {
+		out = append(out, c)
+	}
+	return out, nil
+}

@@ -1,0 +1,192 @@
+package report_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"image/png"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/report"
+	"github.com/locktorture/locktorture/scenario"
+)
+
+func runAndWrite(t *testing.T, out, scen, lock string, limit time.Duration) *scenario.Result {
+	t.Helper()
+	res, err := scenario.Run(context.Background(), scenario.Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.Write(res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// checkImages asserts name.png is a PNG and name.svg an SVG document, both
+// of a size a real plot has.
+func checkImages(t *testing.T, dir, name string) {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, name+".png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cfg, err := png.DecodeConfig(f)
+	if err != nil {
+		t.Fatalf("%s.png is not a PNG: %v", name, err)
+	}
+	if cfg.Width < 600 || cfg.Height < 200 {
+		t.Errorf("%s.png is %dx%d", name, cfg.Width, cfg.Height)
+	}
+	st, _ := f.Stat()
+	if st.Size() < 5000 || st.Size() > 20<<20 {
+		t.Errorf("%s.png is %d bytes", name, st.Size())
+	}
+	svg, err := os.ReadFile(filepath.Join(dir, name+".svg"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var root struct{ XMLName xml.Name }
+	if err := xml.NewDecoder(bytes.NewReader(svg)).Decode(&root); err != nil || root.XMLName.Local != "svg" {
+		t.Errorf("%s.svg is not an SVG document: %v %v", name, root.XMLName, err)
+	}
+}
+
+// links lists the relative href and src targets of an HTML page.
+func links(t *testing.T, page string) []string {
+	t.Helper()
+	b, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile(`(?:href|src)="([^"#]+)"`).FindAllStringSubmatch(string(b), -1) {
+		if !strings.Contains(m[1], "://") {
+			out = append(out, m[1])
+		}
+	}
+	return out
+}
+
+func checkLinks(t *testing.T, page string) {
+	t.Helper()
+	ls := links(t, page)
+	if len(ls) == 0 {
+		t.Fatalf("%s links to nothing", page)
+	}
+	for _, l := range ls {
+		if _, err := os.Stat(filepath.Join(filepath.Dir(page), filepath.FromSlash(l))); err != nil {
+			t.Errorf("%s links to %s, which does not exist", page, l)
+		}
+	}
+}
+
+func TestReportOfARealRun(t *testing.T) {
+	out := t.TempDir()
+	res := runAndWrite(t, out, "paused-holder", "set-nx-px", 2500*time.Millisecond)
+	if err := report.WriteSummary(out, report.Matrix{Entries: []report.Entry{report.EntryOf("paused-holder", "set-nx-px", res, nil)}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteIndex(out); err != nil {
+		t.Fatal(err)
+	}
+	charts, err := report.Charts(res.Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What each chart must show, worked out from the history independently.
+	kinds := map[string]bool{}
+	okFs := map[string]bool{}
+	for _, p := range history.Pairs(res.Ops) {
+		if p.Invoke.Process == history.NemesisProcess || p.Completion == nil {
+			continue
+		}
+		switch p.Invoke.F {
+		case history.Acquire, history.Release, history.Read, history.Write:
+			kinds[p.Invoke.F+" "+string(p.Completion.Type)] = true
+			if p.Completion.Type == history.OK {
+				okFs[p.Invoke.F] = true
+			}
+		}
+	}
+	want := map[string]int{
+		"latency":      len(kinds),
+		"throughput":   len(okFs),
+		"holders-lock": 3, // holds, validity deadlines, double holders
+	}
+	got := map[string]int{}
+	for _, c := range charts {
+		got[c.Name] = c.Series
+		checkImages(t, res.Dir, c.Name)
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("%s has %d series, want %d", name, got[name], n)
+		}
+	}
+	if _, ok := got["clocks"]; ok {
+		t.Error("a run that moved no clock has a clock chart")
+	}
+	checkLinks(t, filepath.Join(res.Dir, "index.html"))
+	checkLinks(t, filepath.Join(out, "index.html"))
+	page, _ := os.ReadFile(filepath.Join(res.Dir, "index.html"))
+	for _, want := range []string{"expected <b>unsafe", "observed <b>unsafe", "MATCHED", "meanwhile the nemesis: pause process", "double-holder", "lost-update"} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("index.html does not say %q", want)
+		}
+	}
+}
+
+func TestClockChartOfARealRun(t *testing.T) {
+	out := t.TempDir()
+	res := runAndWrite(t, out, "redlock-clock-jump", "redlock", 1500*time.Millisecond)
+	charts, err := report.Charts(res.Ops)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range charts {
+		if c.Name == "clocks" {
+			if c.Series != 1 {
+				t.Fatalf("one node's clock moved, chart has %d series", c.Series)
+			}
+			checkImages(t, res.Dir, "clocks")
+			return
+		}
+	}
+	t.Fatal("a run that bumped a clock has no clock chart")
+}
+
+func TestFaultsPairStartsWithEnds(t *testing.T) {
+	v := func(target string, d time.Duration) *history.Value {
+		return &history.Value{Target: target, Duration: int64(d)}
+	}
+	ops := []history.Op{
+		{Process: -1, Type: history.OK, F: "partition-start", Value: v("c0↛n1", 0), Time: 10},
+		{Process: -1, Type: history.OK, F: "pause", Value: v("process 2 at before-write", time.Second), Time: 20},
+		{Process: -1, Type: history.OK, F: "clock-bump", Value: v("n3", time.Minute), Time: 25},
+		{Process: -1, Type: history.OK, F: "resume", Value: v("process 2 at before-write", 0), Time: 30},
+		{Process: -1, Type: history.OK, F: "partition-end", Value: v("all links", 0), Time: 40},
+		{Process: -1, Type: history.OK, F: "crash", Value: v("process 4 at after-setnx", 0), Time: 45},
+		{Process: 0, Type: history.OK, F: "read", Time: 50},
+	}
+	fs := report.Faults(ops)
+	want := map[string][2]int64{"partition": {10, 40}, "pause": {20, 30}, "clock": {25, 50}, "crash": {45, 45}}
+	if len(fs) != len(want) {
+		t.Fatalf("faults %+v", fs)
+	}
+	for _, f := range fs {
+		if w := want[f.Kind]; w != [2]int64{f.Start, f.End} {
+			t.Errorf("%s from %d to %d, want %v", f.Kind, f.Start, f.End, w)
+		}
+	}
+	if d := report.During(fs, 22, 24); len(d) != 2 {
+		t.Errorf("at 22–24 the partition and the pause were on, got %v", d)
+	}
+}
