@@ -56,10 +56,12 @@ func Holds(ops []history.Op) []Hold {
 	return out
 }
 
-// Overlap is a span during which two processes held one key.
+// Overlap is a span during which two processes held one key: A's hold
+// (begun at AStart) was still on when B's began.
 type Overlap struct {
 	Key        string
 	A, B       int
+	AStart     int64
 	Start, End int64
 }
 
@@ -83,7 +85,7 @@ func Overlaps(holds []Hold) []Overlap {
 			for j := i + 1; j < len(hs) && hs[j].Start < hs[i].End; j++ {
 				a, b := hs[i], hs[j]
 				if a.Process != b.Process {
-					out = append(out, Overlap{Key: k, A: a.Process, B: b.Process, Start: b.Start, End: min(a.End, b.End)})
+					out = append(out, Overlap{Key: k, A: a.Process, B: b.Process, AStart: a.Start, Start: b.Start, End: min(a.End, b.End)})
 				}
 			}
 		}

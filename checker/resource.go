@@ -74,10 +74,14 @@ func (Resource) Check(ops []history.Op) Verdict {
 		}
 		if prev, dup := seen[w.reg]; dup {
 			lost++
+			who := fmt.Sprintf("processes %d and %d both wrote", prev.process, w.process)
+			if prev.process == w.process {
+				who = fmt.Sprintf("process %d wrote (the register had been set back)", w.process)
+			}
 			v.add(Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{prev.process, w.process},
 				Start: prev.ret, End: w.ret,
-				Text: fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
-					prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))})
+				Text: fmt.Sprintf("%s %d to %q (at %s and %s): one increment was lost",
+					who, w.reg, w.key, seconds(prev.ret), seconds(w.ret))})
 			continue
 		}
 		seen[w.reg] = w

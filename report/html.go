@@ -35,6 +35,7 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 <tr><th>time limit</th><td>{{.R.TimeLimit}}</td><th>ops</th><td>{{len .R.Ops}}</td><th>started</th><td>{{.Started}}</td></tr>
 </table>
 <h2>What happened</h2>
+{{range .Headlines}}<p><b>{{.}}</b></p>{{end}}
 {{if .Findings}}<ul>{{range .Findings}}<li><b>{{.Kind}}</b>: {{.Text}}{{if .While}}<div class="while">meanwhile the nemesis: {{.While}}</div>{{end}}</li>{{end}}</ul>
 {{if .More}}<p class="muted">{{.More}}</p>{{end}}
 {{else}}<p>Every checker found the history valid.</p>{{end}}
@@ -88,13 +89,62 @@ func page(r *scenario.Result, charts []Chart) error {
 	}
 	defer f.Close()
 	err = runPage.Execute(f, map[string]any{
-		"R": r, "Charts": charts, "Findings": findings, "More": more, "Faults": fs,
+		"R": r, "Charts": charts, "Findings": findings, "More": more, "Faults": fs, "Headlines": headlines(r, faults),
 		"Started": r.Started.UTC().Format(time.RFC3339),
 	})
 	if err != nil {
 		return fmt.Errorf("report: index.html: %w", err)
 	}
 	return f.Close()
+}
+
+// headlines tells the double holders the way a person would: per key, the
+// hold that overlapped the most others, how long, and the nemesis then.
+// The anomaly list has every pair; this is the one sentence to read first.
+func headlines(r *scenario.Result, faults []Fault) []string {
+	type holdID struct {
+		key   string
+		proc  int
+		start int64
+	}
+	holds := checker.Holds(r.Ops)
+	byID := map[holdID]checker.Hold{}
+	for _, h := range holds {
+		byID[holdID{h.Key, h.Process, h.Start}] = h
+	}
+	count := map[holdID]map[int]bool{}
+	n := map[holdID]int{}
+	for _, o := range checker.Overlaps(holds) {
+		id := holdID{o.Key, o.A, o.AStart}
+		if count[id] == nil {
+			count[id] = map[int]bool{}
+		}
+		count[id][o.B] = true
+		n[id]++
+	}
+	best := map[string]holdID{}
+	for id, c := range n {
+		if b, ok := best[id.key]; !ok || c > n[b] {
+			best[id.key] = id
+		}
+	}
+	var out []string
+	for key, id := range best {
+		h := byID[id]
+		var others []string
+		for p := range count[id] {
+			others = append(others, fmt.Sprint(p))
+		}
+		sort.Strings(others)
+		line := fmt.Sprintf("Process %d believed it held %q from %s to %s (%s) while %d holds by process(es) %s began.",
+			h.Process, key, secs(h.Start), secs(h.End), time.Duration(h.End-h.Start).Round(time.Millisecond), n[id], strings.Join(others, ", "))
+		if d := During(faults, h.Start, h.End); len(d) > 0 {
+			line += " Meanwhile the nemesis: " + strings.Join(d, "; ") + "."
+		}
+		out = append(out, line)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func countAll(vs []checker.Verdict) int {

@@ -154,43 +154,56 @@ func Latency(ops []history.Op, faults []Fault) (Chart, error) {
 	return Chart{Name: "latency", Title: p.Title.Text, Series: series, plot: p, height: 4.5 * vg.Inch}, nil
 }
 
-// Throughput is Jepsen's rate graph: successful completions per second of
-// each kind of op, in buckets of a tenth of a second.
+// Throughput is Jepsen's rate graph: completions per second of each kind
+// of op and outcome, in buckets of a tenth of a second. Ops are told apart
+// by dashes, outcomes by colour: the ok lines of a cycle's four ops run
+// together, a burst of failures or unknowns stands out.
 func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
-	p := newPlot("Throughput of successful operations", "ops/s")
+	p := newPlot("Throughput", "completions/s")
 	const bucket = 0.1
-	counts := map[string]map[int]int{}
+	type kind struct {
+		f string
+		t history.Type
+	}
+	counts := map[kind]map[int]int{}
 	maxB := 0
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess || op.Type != history.OK || fColors[op.F] == nil {
+		if op.Process == history.NemesisProcess || op.Type == history.Invoke || fColors[op.F] == nil {
 			continue
 		}
 		b := int(float64(op.Time) / 1e9 / bucket)
-		if counts[op.F] == nil {
-			counts[op.F] = map[int]int{}
+		k := kind{op.F, op.Type}
+		if counts[k] == nil {
+			counts[k] = map[int]int{}
 		}
-		counts[op.F][b]++
+		counts[k][b]++
 		maxB = max(maxB, b)
 	}
 	addBands(p, faults)
+	dashes := map[string][]vg.Length{
+		history.Acquire: nil, history.Release: {vg.Points(6), vg.Points(3)},
+		history.Read: {vg.Points(1), vg.Points(2)}, history.Write: {vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)},
+	}
 	series := 0
 	for _, f := range clientFs {
-		if len(counts[f]) == 0 {
-			continue
+		for _, t := range []history.Type{history.OK, history.Fail, history.Info} {
+			c := counts[kind{f, t}]
+			if len(c) == 0 {
+				continue
+			}
+			xys := make(plotter.XYs, maxB+1)
+			for b := 0; b <= maxB; b++ {
+				xys[b] = plotter.XY{X: (float64(b) + 0.5) * bucket, Y: float64(c[b]) / bucket}
+			}
+			l, err := plotter.NewLine(xys)
+			if err != nil {
+				return Chart{}, err
+			}
+			l.LineStyle = draw.LineStyle{Color: typeColor(t), Width: vg.Points(1.2), Dashes: dashes[f]}
+			p.Add(l)
+			p.Legend.Add(fmt.Sprintf("%s %s", f, t), l)
+			series++
 		}
-		xys := make(plotter.XYs, maxB+1)
-		for b := 0; b <= maxB; b++ {
-			xys[b] = plotter.XY{X: (float64(b) + 0.5) * bucket, Y: float64(counts[f][b]) / bucket}
-		}
-		l, err := plotter.NewLine(xys)
-		if err != nil {
-			return Chart{}, err
-		}
-		l.LineStyle.Color = fColors[f]
-		l.LineStyle.Width = vg.Points(1.2)
-		p.Add(l)
-		p.Legend.Add(f, l)
-		series++
 	}
 	return Chart{Name: "throughput", Title: p.Title.Text, Series: series, plot: p, height: 4 * vg.Inch}, nil
 }

@@ -139,7 +139,11 @@ func Summary(w io.Writer, r *scenario.Result) {
 	fmt.Fprintf(w, "%s / %s: expected %s, observed %s — %s\n", r.Scenario, r.Lock, r.Expected, r.Outcome, mark)
 	for _, v := range r.Verdicts {
 		fmt.Fprintf(w, "  %-13s %-8s", v.Checker, v.Valid)
-		if n := len(v.Anomalies); n > 0 {
+		if len(v.Anomalies) > 0 {
+			n := 0
+			for _, c := range v.Counts {
+				n += c
+			}
 			fmt.Fprintf(w, " %s", v.Anomalies[0].Text)
 			if n > 1 {
 				fmt.Fprintf(w, " (+%d more)", n-1)

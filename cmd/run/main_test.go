@@ -67,6 +67,12 @@ func TestMatchedRunExits0AndWritesFiles(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d:\n%s", code, out.String())
 	}
+	if bytes.Contains(out.Bytes(), []byte("\r")) {
+		t.Fatal("a status line was drawn on output that is not a terminal")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "index.html")); err != nil {
+		t.Errorf("results/index.html not written: %v", err)
+	}
 	runs, _ := filepath.Glob(filepath.Join(dir, "baseline", "set-nx-px", "*"))
 	if len(runs) != 1 {
 		t.Fatalf("want one run dir, got %v", runs)
