@@ -312,9 +312,17 @@ func NewClient(addr string, o ClientOptions) *redis.Client {
 }
 
 func newClient(addr string, o ClientOptions, dial func(context.Context, string, string) (net.Conn, error)) *redis.Client {
+	u := harnessOptions(o, dial)
+	u.Addrs = []string{addr}
+	return redis.NewClient(u.Simple())
+}
+
+// harnessOptions is the single statement of how the harness talks to Redis,
+// for plain and Sentinel clients alike: no retries, one dial attempt, RESP2,
+// no identity or maintenance handshakes, context deadlines obeyed.
+func harnessOptions(o ClientOptions, dial func(context.Context, string, string) (net.Conn, error)) *redis.UniversalOptions {
 	o = o.withDefaults()
-	return redis.NewClient(&redis.Options{
-		Addr:                     addr,
+	return &redis.UniversalOptions{
 		Dialer:                   dial,
 		Protocol:                 2,
 		MaxRetries:               -1,
@@ -328,5 +336,5 @@ func newClient(addr string, o ClientOptions, dial func(context.Context, string, 
 		// Locks bound single commands with a context (RedLock's per-node
 		// timeout); without this go-redis ignores context deadlines on I/O.
 		ContextTimeoutEnabled: true,
-	})
+	}
 }

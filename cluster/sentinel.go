@@ -140,7 +140,6 @@ func (s *Sentinels) Addrs() []string {
 // for the master, as applications do, and reaches data nodes through
 // peer's own links (sentinels are dialled directly).
 func (s *Sentinels) Client(peer string, o ClientOptions) *redis.Client {
-	o = o.withDefaults()
 	byAddr := map[string]*Node{}
 	for _, n := range s.cluster.Nodes() {
 		if !n.sentinel {
@@ -158,18 +157,7 @@ func (s *Sentinels) Client(peer string, o ClientOptions) *redis.Client {
 		var d net.Dialer
 		return d.DialContext(ctx, network, addr)
 	}
-	return redis.NewFailoverClient(&redis.FailoverOptions{
-		MasterName:            s.Options.MasterName,
-		SentinelAddrs:         s.Addrs(),
-		Dialer:                dial,
-		Protocol:              2,
-		MaxRetries:            -1,
-		DialerRetries:         1,
-		DialTimeout:           o.Timeout,
-		ReadTimeout:           o.Timeout,
-		WriteTimeout:          o.Timeout,
-		PoolSize:              o.PoolSize,
-		DisableIdentity:       true,
-		ContextTimeoutEnabled: true,
-	})
+	u := harnessOptions(o, dial)
+	u.MasterName, u.Addrs = s.Options.MasterName, s.Addrs()
+	return redis.NewFailoverClient(u.Failover())
 }

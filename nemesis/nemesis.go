@@ -52,6 +52,15 @@ func (n *Nemesis) node(name string) (*cluster.Node, error) {
 	return nd, nil
 }
 
+// link is peer's link to the node called node.
+func (n *Nemesis) link(peer, node string) (*cluster.Link, error) {
+	nd, err := n.node(node)
+	if err != nil {
+		return nil, err
+	}
+	return nd.Link(peer)
+}
+
 // Step is one scripted action, taken At this long after the schedule starts.
 type Step struct {
 	At time.Duration

@@ -34,11 +34,7 @@ func (n *Nemesis) Partition(g Grudge) error {
 	return record(n.rec, "partition-start", &history.Value{Target: g.String()}, func() error {
 		for peer, nodes := range g {
 			for _, name := range nodes {
-				nd, err := n.node(name)
-				if err != nil {
-					return err
-				}
-				l, err := nd.Link(peer)
+				l, err := n.link(peer, name)
 				if err != nil {
 					return err
 				}
@@ -73,14 +69,14 @@ func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) erro
 		f = "latency-end"
 	}
 	return record(n.rec, f, &history.Value{Target: target, Duration: int64(latency)}, func() error {
-		nd, err := n.node(node)
-		if err != nil {
-			return err
-		}
 		if peer == "" {
+			nd, err := n.node(node)
+			if err != nil {
+				return err
+			}
 			return nd.SetLatency(latency, jitter)
 		}
-		l, err := nd.Link(peer)
+		l, err := n.link(peer, node)
 		if err != nil {
 			return err
 		}
@@ -94,11 +90,7 @@ func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) erro
 func (n *Nemesis) LatencyDirection(peer, node, direction string, latency, jitter time.Duration) error {
 	target := fmt.Sprintf("%s→%s %s %s±%s", peer, node, direction, latency, jitter)
 	return record(n.rec, "latency-start", &history.Value{Target: target, Duration: int64(latency)}, func() error {
-		nd, err := n.node(node)
-		if err != nil {
-			return err
-		}
-		l, err := nd.Link(peer)
+		l, err := n.link(peer, node)
 		if err != nil {
 			return err
 		}
