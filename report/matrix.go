@@ -82,7 +82,7 @@ func WriteSummary(dir string, s Matrix) error {
 
 // MatrixTable prints one line per pair: expected, observed, matched.
 func MatrixTable(w io.Writer, entries []Entry) {
-	fmt.Fprintf(w, "%-30s %-19s %-44s %-14s %s\n", "SCENARIO", "LOCK", "EXPECTED", "OBSERVED", "")
+	fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", "SCENARIO", "LOCK", "EXPECTED", "OBSERVED", "")
 	for _, e := range entries {
 		mark := "ok"
 		if !e.Matched {
@@ -91,7 +91,7 @@ func MatrixTable(w io.Writer, entries []Entry) {
 				mark += ": " + e.Error
 			}
 		}
-		fmt.Fprintf(w, "%-30s %-19s %-44s %-14s %s\n", e.Scenario, e.Lock, e.Expected, e.Outcome, mark)
+		fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", e.Scenario, e.Lock, e.Expected, e.Outcome, mark)
 	}
 }
 

@@ -137,6 +137,9 @@ func Summary(w io.Writer, r *scenario.Result) {
 		mark = "DID NOT MATCH"
 	}
 	fmt.Fprintf(w, "%s / %s: expected %s, observed %s — %s\n", r.Scenario, r.Lock, r.Expected, r.Outcome, mark)
+	for _, h := range headlines(r, Faults(r.Ops)) {
+		fmt.Fprintf(w, "  %s\n", h)
+	}
 	for _, v := range r.Verdicts {
 		fmt.Fprintf(w, "  %-13s %-8s", v.Checker, v.Valid)
 		if len(v.Anomalies) > 0 {
