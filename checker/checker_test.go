@@ -402,3 +402,13 @@ func TestLinearizableCrashedHolderMayLapse(t *testing.T) {
 		t.Fatalf("p1 got the key while p0 still held it: %v", got)
 	}
 }
+
+func TestResourceOnlyAReadAfterEveryWriteIsFinal(t *testing.T) {
+	var x h
+	x.add(0, history.Invoke, history.Write, "R", reg(1), 10, "").add(0, history.OK, history.Write, "R", nil, 11, "")
+	x.add(1, history.Invoke, history.Read, "R", nil, 12, "").add(1, history.OK, history.Read, "R", reg(1), 13, "")
+	x.add(1, history.Invoke, history.Write, "R", reg(2), 14, "").add(1, history.OK, history.Write, "R", nil, 15, "")
+	if v := res(x); v.Valid != Valid {
+		t.Fatalf("an in-cycle read is not the final count: %+v", v.Anomalies)
+	}
+}

@@ -131,23 +131,37 @@ func (Intervals) Check(ops []history.Op) Verdict {
 // which acquired the key after the releaser did, still held it: the
 // release deleted someone else's lock (S3, owner-blind DEL).
 func foreignReleases(ops []history.Op, holds []Hold, v *Verdict) int {
+	type end struct {
+		process int
+		key     string
+		at      int64
+	}
+	ended := map[end]Hold{} // a hold by the release invoke that ended it
+	byKey := map[string][]Hold{}
+	for _, h := range holds {
+		ended[end{h.Process, h.Key, h.End}] = h
+		byKey[h.Key] = append(byKey[h.Key], h)
+	}
+	for _, hs := range byKey {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
+	}
 	n := 0
 	for _, p := range history.Pairs(ops) {
 		inv := p.Invoke
 		if inv.F != history.Release || p.Completion == nil || p.Completion.Type != history.OK {
 			continue
 		}
-		var mine *Hold
-		for i := range holds {
-			if h := &holds[i]; h.Process == inv.Process && h.Key == inv.Key && h.End == inv.Time {
-				mine = h
-			}
-		}
-		if mine == nil {
+		mine, ok := ended[end{inv.Process, inv.Key, inv.Time}]
+		if !ok {
 			continue
 		}
-		for _, q := range holds {
-			if q.Key != inv.Key || q.Process == inv.Process || q.Start <= mine.Start || q.Start >= inv.Time || q.End <= inv.Time {
+		hs := byKey[inv.Key]
+		// Holds that began after mine and before my release...
+		i := sort.Search(len(hs), func(i int) bool { return hs[i].Start > mine.Start })
+		for ; i < len(hs) && hs[i].Start < inv.Time; i++ {
+			q := hs[i]
+			// ...and were still on when it went through.
+			if q.Process == inv.Process || q.End <= inv.Time {
 				continue
 			}
 			n++

@@ -32,7 +32,11 @@ func (Resource) Check(ops []history.Op) Verdict {
 	v := Verdict{Checker: "resource", Valid: Valid, Details: map[string]any{}}
 	var accepted []write
 	unknown, rejected := 0, 0
-	finalRead := map[string]int64{}
+	type read struct {
+		at, value int64
+	}
+	lastRead := map[string]read{}
+	lastWrite := map[string]int64{} // latest completion (or call, if none) of any write
 	for _, p := range history.Pairs(ops) {
 		inv, c := p.Invoke, p.Completion
 		if inv.Process == history.NemesisProcess {
@@ -43,6 +47,11 @@ func (Resource) Check(ops []history.Op) Verdict {
 			if inv.Value == nil || inv.Value.Reg == nil {
 				continue
 			}
+			done := inv.Time
+			if c != nil {
+				done = c.Time
+			}
+			lastWrite[inv.Key] = max(lastWrite[inv.Key], done)
 			switch {
 			case c == nil || c.Type == history.Info:
 				unknown++
@@ -56,7 +65,7 @@ func (Resource) Check(ops []history.Op) Verdict {
 			}
 		case history.Read:
 			if c != nil && c.Type == history.OK && c.Value != nil && c.Value.Reg != nil {
-				finalRead[inv.Key] = *c.Value.Reg
+				lastRead[inv.Key] = read{at: inv.Time, value: *c.Value.Reg}
 			}
 		}
 	}
@@ -94,7 +103,7 @@ func (Resource) Check(ops []history.Op) Verdict {
 	}
 	v.Details["stale_writes_accepted"] = len(stale)
 
-	// The last read of each register is taken after all clients stopped;
+	// A read begun after every write had completed sees the final value;
 	// with no unknown writes it must equal the number of accepted ones.
 	if unknown == 0 {
 		count := map[string]int64{}
@@ -102,7 +111,11 @@ func (Resource) Check(ops []history.Op) Verdict {
 			count[w.key]++
 		}
 		for k, n := range count {
-			if f, ok := finalRead[k]; ok && f != n && lost == 0 {
+			r, ok := lastRead[k]
+			if !ok || r.at <= lastWrite[k] {
+				continue // no final read: nothing to compare
+			}
+			if f := r.value; f != n && lost == 0 {
 				v.add(Anomaly{Kind: "lost-update", Key: k,
 					Text: fmt.Sprintf("%q ends at %d after %d accepted increments", k, f, n)})
 			}
