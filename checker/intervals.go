@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/locktorture/locktorture/history"
@@ -72,13 +74,8 @@ func Overlaps(holds []Hold) []Overlap {
 	for _, h := range holds {
 		byKey[h.Key] = append(byKey[h.Key], h)
 	}
-	keys := make([]string, 0, len(byKey))
-	for k := range byKey {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var out []Overlap
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		hs := byKey[k]
 		sort.SliceStable(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
 		for i := range hs {

@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -47,13 +49,8 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 	for _, h := range Holds(ops) {
 		holdsByKey[h.Key] = append(holdsByKey[h.Key], h)
 	}
-	keys := make([]string, 0, len(fails))
-	for k := range fails {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var longest int64
-	for _, k := range keys {
+	for _, k := range slices.Sorted(maps.Keys(fails)) {
 		// Free stretches: from the end of the last hold to the next grant.
 		var busyUntil int64
 		hs := holdsByKey[k] // sorted by start

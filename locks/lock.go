@@ -9,8 +9,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"maps"
 	mrand "math/rand/v2"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -192,12 +193,7 @@ func Lookup(name string) (Info, error) {
 
 // Names lists every registered algorithm, sorted.
 func Names() []string {
-	var out []string
-	for n := range registry {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(registry))
 }
 
 // New builds one client's handle on the named algorithm.

@@ -6,7 +6,8 @@ package scenario
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -516,20 +517,10 @@ func Lookup(name string) (Scenario, error) {
 
 // Names lists the scenarios, sorted.
 func Names() []string {
-	var out []string
-	for n := range catalogue {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(catalogue))
 }
 
 // Locks lists the locks a scenario has expectations for, sorted.
 func (s Scenario) Locks() []string {
-	var out []string
-	for n := range s.Expect {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(s.Expect))
 }
