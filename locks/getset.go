@@ -29,9 +29,11 @@ func (l *getset) Acquire(ctx context.Context, key string) (Lease, error) {
 	c := l.cfg.Clients[0]
 	return retryUntil(ctx, l.cfg, func() (Lease, bool, error) {
 		now := l.cfg.Clock.Now()
-		expiry := now.Add(l.cfg.TTL + time.Millisecond)
-		val := strconv.FormatInt(expiry.UnixMilli(), 10)
-		won := Lease{Key: key, Token: val, ValidUntil: expiry}
+		// The key holds whole milliseconds and every client judges expiry by
+		// them, so that, truncated, is all the lease promises.
+		ms := now.Add(l.cfg.TTL + time.Millisecond).UnixMilli()
+		val := strconv.FormatInt(ms, 10)
+		won := Lease{Key: key, Token: val, ValidUntil: time.UnixMilli(ms)}
 		ok, err := c.SetNX(ctx, key, val, 0).Result()
 		if err != nil {
 			return Lease{}, false, unknown("SETNX", err)

@@ -407,6 +407,11 @@ func init() {
 		Name:          "getset-skew",
 		Story:         "S2: client 0's clock runs 3 TTLs ahead; the GETSET lock trusts client clocks, so client 0 sees live locks as expired and takes them.",
 		TimeLimitTTLs: 5, MinTimeLimitTTLs: 3,
+		// Holders work 0.1 TTL between read and write, so a stolen lock is
+		// stolen from someone mid-update: the theft corrupts the register on
+		// every run, not only when two 100 µs critical sections happen to
+		// interleave.
+		HoldTTLs: 0.1,
 		Expect: expect(
 			"getset", Expectation{Outcome: Unsafe, Why: "expiry is judged by each client's clock: a fast clock steals a live lock"},
 			[]string{"set-nx-px", "redlock", "fair"}, Expectation{Outcome: Safe,
