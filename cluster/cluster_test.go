@@ -162,3 +162,33 @@ func TestCloseStopsEverything(t *testing.T) {
 		t.Errorf("data dir %s left behind", c.dir)
 	}
 }
+
+func TestStopIsGracefulEvenWhenPausedAndRestarts(t *testing.T) {
+	ctx := context.Background()
+	_, n := startOne(t)
+	addr := n.Addr()
+	pid := n.PID()
+	if err := n.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := n.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	// SIGCONT then SIGTERM: a clean exit, well before the 5 s kill fallback.
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("Stop of a paused node took %v", d)
+	}
+	if alive(pid) || n.PID() != 0 {
+		t.Fatalf("pid %d still alive after Stop", pid)
+	}
+	if err := n.Restart(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if n.Addr() != addr {
+		t.Fatalf("restarted on %s, not %s", n.Addr(), addr)
+	}
+	if err := ping(addr); err != nil {
+		t.Fatalf("restarted node does not answer: %v", err)
+	}
+}

@@ -359,16 +359,6 @@ func writeClockFile(path string, d time.Duration) error {
 	return os.Rename(tmp, path)
 }
 
-// CutOff cuts every link to the node: nobody reaches it until Heal.
-func (n *Node) CutOff() error {
-	for _, l := range n.Links() {
-		if err := l.Cut(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // Heal restores every link to the node.
 func (n *Node) Heal() error {
 	for _, l := range n.Links() {

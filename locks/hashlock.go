@@ -49,8 +49,6 @@ type hashLock struct {
 type hold struct {
 	count int
 	stop  chan struct{}
-	// lost is set by the watchdog when a renewal found the lock gone.
-	lost bool
 }
 
 func newHashLock(cfg Config, c *redis.Client, p hashProtocol) *hashLock {
@@ -148,23 +146,11 @@ func (l *hashLock) watchdog(key string, h *hold) {
 		}
 		n, err := renewScript.Run(ctx, l.c, []string{key}, l.cfg.TTL.Milliseconds(), l.cfg.Owner).Int()
 		if err != nil || n == 0 {
-			// As Redisson does: a failed renewal ends the watchdog. The
-			// holder is not told; Lost reports it to whoever asks.
-			l.mu.Lock()
-			h.lost = n == 0 && err == nil
-			l.mu.Unlock()
+			// As Redisson does: a failed renewal ends the watchdog and the
+			// holder is not told (S4).
 			return
 		}
 	}
-}
-
-// Lost reports whether the watchdog found the lock on key gone while this
-// client still counted it as held.
-func (l *hashLock) Lost(key string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	h := l.held[key]
-	return h != nil && h.lost
 }
 
 func (l *hashLock) forget(key string) {

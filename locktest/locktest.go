@@ -16,7 +16,6 @@ package locktest
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"testing"
@@ -78,9 +77,3 @@ func Expect(t testing.TB, l Lock, want map[string]string) {
 		t.FailNow()
 	}
 }
-
-// Outcomes lists the words Expect understands.
-var Outcomes = []string{scenario.Safe, scenario.Unsafe, scenario.LockUnsafe, scenario.Deadlock, scenario.Unfair}
-
-// String makes a Lock print as its name.
-func (l Lock) String() string { return fmt.Sprintf("lock %s", l.Name) }
