@@ -190,11 +190,6 @@ func all(names ...[]string) []string {
 	return out
 }
 
-// trapStep arms a trap at offset at.
-func trapStep(e *Env, at time.Duration, t nemesis.Trap) nemesis.Step {
-	return e.Gate.ArmStep(at, t)
-}
-
 // ttls is n TTLs.
 func (e *Env) ttls(n float64) time.Duration { return time.Duration(n * float64(e.TTL)) }
 
@@ -222,7 +217,7 @@ func init() {
 	pausedHolder := func(e *Env) (nemesis.Schedule, error) {
 		// Warm up one TTL, then stop the next client to reach the write
 		// for 2.5 TTLs, whole (watchdog included), as a GC pause would.
-		return nemesis.Schedule{trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)})}, nil
+		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)})}, nil
 	}
 	k1 := expect(
 		all(ownerChecked, watchdogLocks), Expectation{Outcome: Unsafe, Hide: []string{"promise-broken"},
@@ -288,7 +283,7 @@ func init() {
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
-				trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
 					Then: func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.ttls(10)) }}),
 			}, nil
 		},
@@ -299,7 +294,7 @@ func init() {
 			delay := e.ttls(delayTTLs)
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
-				trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode("n3"); err != nil {
 							return err
@@ -351,7 +346,7 @@ func init() {
 			"redlock-novalidity", Expectation{Outcome: Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"},
 		),
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{trapStep(e, e.TTL, nemesis.Trap{Point: locks.PointBeforeReplies, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: locks.PointBeforeReplies, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
 				// Nobody can lock until client 1's keys expire (+1 TTL); the
 				// first who does then works for 0.8 TTL, inside its own lease
 				// (+2 TTL), so it is still in its critical section when
@@ -383,7 +378,7 @@ func init() {
 				act(0, "cut replication", func(context.Context) error {
 					return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
 				}),
-				trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
 							return err
@@ -405,8 +400,8 @@ func init() {
 		),
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
-				trapStep(e, e.TTL, nemesis.Trap{Point: locks.PointAfterSetNX, Client: nemesis.AnyClient, Crash: true}),
-				trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Crash: true}),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: locks.PointAfterSetNX, Client: nemesis.AnyClient, Crash: true}),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Crash: true}),
 			}, nil
 		},
 	})
@@ -444,7 +439,7 @@ func init() {
 				Why: "K1 still happens, but the woken client's release is refused (compare-and-delete, or its own timestamp has expired)"},
 		),
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5),
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5),
 				// When the sleeper wakes, hold it back from its release a
 				// moment, and make the successor's critical section long, so
 				// the release lands while the successor holds the lock.
@@ -467,8 +462,8 @@ func init() {
 		),
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
-				trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)}),
-				trapStep(e, e.ttls(5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true,
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)}),
+				e.Gate.ArmStep(e.ttls(5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true,
 					Then: func(_ context.Context, client, _ int) error {
 						return e.Nemesis.Partition(nemesis.Grudge{e.Clients[client]: e.Nodes})
 					},
@@ -485,7 +480,7 @@ func init() {
 			"set-nx-px", Expectation{Outcome: Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},
 		),
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{trapStep(e, e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true})}, nil
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true})}, nil
 		},
 	})
 
@@ -503,7 +498,7 @@ func init() {
 				Why: "whoever retries (or wakes) first wins: arrival order means nothing"},
 		),
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{trapStep(e, e.ttls(3), nemesis.Trap{Point: locks.PointWaiting, Client: nemesis.AnyClient, Crash: true})}, nil
+			return nemesis.Schedule{e.Gate.ArmStep(e.ttls(3), nemesis.Trap{Point: locks.PointWaiting, Client: nemesis.AnyClient, Crash: true})}, nil
 		},
 	})
 
