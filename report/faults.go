@@ -44,6 +44,14 @@ func Faults(ops []history.Op) []Fault {
 			delete(open, key)
 		}
 	}
+	// offset: the target's clock is now off by dur; that replaces any
+	// offset it had, and zero means it is back to true time.
+	offset := func(key, kind, target string, dur, at int64) {
+		finish(key, at)
+		if dur != 0 {
+			begin(key, kind, fmt.Sprintf("%s %+.3fs", target, float64(dur)/1e9), at)
+		}
+	}
 	finishPrefix := func(prefix string, at int64) {
 		for k := range open {
 			if strings.HasPrefix(k, prefix) {
@@ -87,10 +95,7 @@ func Faults(ops []history.Op) []Fault {
 		case "restart":
 			finish("down "+target, t)
 		case "clock-bump":
-			finish("clock "+target, t)
-			if dur != 0 {
-				begin("clock "+target, "clock", fmt.Sprintf("%s %+.3fs", target, float64(dur)/1e9), t)
-			}
+			offset("clock "+target, "clock", target, dur, t)
 		case "clock-reset":
 			finishPrefix("clock ", t)
 		case "clock-strobe-start":
@@ -98,10 +103,7 @@ func Faults(ops []history.Op) []Fault {
 		case "clock-strobe-end":
 			finishPrefix("strobe "+target, t)
 		case "clock-skew":
-			finish("skew "+target, t)
-			if dur != 0 {
-				begin("skew "+target, "client clock", fmt.Sprintf("%s %+.3fs", target, float64(dur)/1e9), t)
-			}
+			offset("skew "+target, "client clock", target, dur, t)
 		default:
 			out = append(out, Fault{Kind: op.F, Target: target, Start: t, End: t})
 		}
