@@ -23,14 +23,6 @@ const (
 	Invalid
 )
 
-// Of turns a bool into Valid or Invalid.
-func Of(ok bool) Validity {
-	if ok {
-		return Valid
-	}
-	return Invalid
-}
-
 func (v Validity) String() string {
 	switch v {
 	case Valid:

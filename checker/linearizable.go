@@ -83,9 +83,6 @@ func Model(s Semantics) porcupine.Model {
 	return m.ToModel()
 }
 
-// MutexModel is Model(Mutex), the model the HTML timeline is drawn with.
-var MutexModel = Model(Mutex)
-
 func step(s Semantics, st MutexState, in MutexInput, out MutexOutput) []any {
 	switch in.F {
 	case history.Acquire:
