@@ -11,6 +11,7 @@ func init() {
 	Register(Info{
 		Name:      "fair",
 		Reentrant: true,
+		Queued:    true,
 		Summary: "Redisson FairLock: lock hash + waiter queue (list) + waiter timeouts (zset, client-clock ms); " +
 			"grants in arrival order, drops waiters silent past their timeout",
 		New: func(c Config) Lock { return newFair(c, c.Clients[0]) },

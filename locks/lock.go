@@ -165,6 +165,9 @@ type Info struct {
 	Fenced bool
 	// Reentrant is true when the holder may acquire again (owner + count).
 	Reentrant bool
+	// Queued is true when waiters hold places in a queue, so a waiter that
+	// dies can hold up the others for up to Config.WaiterTimeout.
+	Queued bool
 	// New builds one client's handle.
 	New func(Config) Lock
 }

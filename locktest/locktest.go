@@ -33,13 +33,15 @@ type Lock struct {
 	Nodes int
 	// Fenced: its leases carry fencing tokens (Lease.Fence), which the
 	// protected store then checks. Reentrant: the holder may acquire again.
-	Fenced, Reentrant bool
+	// Queued: waiters hold places in a queue (a dead one may stall it for
+	// up to the waiter timeout).
+	Fenced, Reentrant, Queued bool
 	// New builds one client's handle.
 	New func(locks.Config) locks.Lock
 }
 
 func (l Lock) info() *locks.Info {
-	return &locks.Info{Name: l.Name, Nodes: l.Nodes, Fenced: l.Fenced, Reentrant: l.Reentrant, New: l.New}
+	return &locks.Info{Name: l.Name, Nodes: l.Nodes, Fenced: l.Fenced, Reentrant: l.Reentrant, Queued: l.Queued, New: l.New}
 }
 
 // Run runs one scenario against l and returns everything it found; o's

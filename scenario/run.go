@@ -363,7 +363,7 @@ func Checkers(s Scenario, info locks.Info, ttl time.Duration) []checker.Checker 
 	// within a retry; a dead fair-lock waiter holds the queue for up to its
 	// waiter timeout on top.
 	allowance := 2*ttl + 250*time.Millisecond
-	if info.Name == "fair" {
+	if info.Queued {
 		allowance += waiterTimeout(ttl)
 	}
 	cs := []checker.Checker{
