@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test setup
+.PHONY: run test setup lint
 
 # Sets up the machine, then runs every built-in scenario against every lock
 # it has an expectation for, on local processes.
@@ -9,10 +9,18 @@ run: setup
 # Sets up the machine, then runs every test (real Redis, no mocks) and the
 # whole scenario matrix as a regression suite: exit 1 if any story did not
 # reproduce as expected.
-test: setup
-	go vet ./...
+test: setup lint
 	go test -count=1 ./...
 	go run ./cmd/run -scenario all -out results
 
 setup:
 	./scripts/setup.sh
+
+# gofmt, go vet, a pinned staticcheck, and go.mod/go.sum as go mod tidy
+# leaves them: each fails the build with what it found.
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	go vet ./...
+	go run $(STATICCHECK) ./...
+	go mod tidy -diff

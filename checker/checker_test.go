@@ -353,6 +353,20 @@ func TestFairnessCountsOvertaking(t *testing.T) {
 	if v := f.Check(sorted(tie)); v.Valid != Valid {
 		t.Fatal("arrivals within the margin are not ordered")
 	}
+	// A waiter that gave up after a later arrival was served was overtaken
+	// too; one that gave up before anyone later was served was not.
+	var gaveUp h
+	gaveUp.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.Fail, history.Acquire, "L", nil, 300, "wait ran out")
+	gaveUp.add(1, history.Invoke, history.Acquire, "L", nil, 10, "").add(1, history.OK, history.Acquire, "L", nil, 100, "")
+	if v := f.Check(sorted(gaveUp)); v.Valid != Invalid || v.Anomalies[0].Processes[0] != 0 {
+		t.Fatalf("process 1 was served while process 0 waited until it gave up: %+v", v)
+	}
+	var stuck h
+	stuck.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.Fail, history.Acquire, "L", nil, 300, "wait ran out")
+	stuck.add(1, history.Invoke, history.Acquire, "L", nil, 10, "").add(1, history.OK, history.Acquire, "L", nil, 400, "")
+	if v := f.Check(sorted(stuck)); v.Valid != Valid {
+		t.Fatalf("nobody later was served while process 0 waited: %+v", v.Anomalies)
+	}
 }
 
 func TestForeignReleaseIsNamed(t *testing.T) {

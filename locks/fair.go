@@ -10,6 +10,7 @@ import (
 func init() {
 	Register(Info{
 		Name:      "fair",
+		Claims:    watchdogClaims,
 		Reentrant: true,
 		Queued:    true,
 		Summary: "Redisson FairLock: lock hash + waiter queue (list) + waiter timeouts (zset, client-clock ms); " +

@@ -64,7 +64,7 @@ func (l *hashLock) Acquire(ctx context.Context, key string) (Lease, error) {
 // until wait has passed. No blind polling: a release wakes the waiter.
 func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) (Lease, error) {
 	deadline := time.Now().Add(wait)
-	held, ttl, err := l.proto.try(ctx, key)
+	held, _, err := l.proto.try(ctx, key)
 	if err != nil {
 		return Lease{}, unknown("lock script", err)
 	}
@@ -78,6 +78,7 @@ func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) 
 		return Lease{}, fmt.Errorf("%w: subscribe: %v", ErrNotAcquired, err)
 	}
 	msgs := sub.Channel()
+	var ttl time.Duration
 	for {
 		// Try again after subscribing: an unlock published between the first
 		// try and the subscription would otherwise be missed.
@@ -96,9 +97,6 @@ func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) 
 		d := rest
 		if ttl >= 0 && ttl < d {
 			d = ttl
-		}
-		if err := l.cfg.point(ctx, PointWaiting); err != nil {
-			return Lease{}, err // died in the queue: Redis still lists it
 		}
 		select {
 		case <-msgs:
@@ -135,14 +133,6 @@ func (l *hashLock) watchdog(key string, h *hold) {
 		case <-h.stop:
 			return
 		case <-t.C:
-		}
-		if l.cfg.point(ctx, PointRenew) != nil {
-			return // the client died at the renewal point
-		}
-		select {
-		case <-h.stop:
-			return // released while the renewal was paused
-		default:
 		}
 		n, err := renewScript.Run(ctx, l.c, []string{key}, l.cfg.TTL.Milliseconds(), l.cfg.Owner).Int()
 		if err != nil || n == 0 {
@@ -183,21 +173,6 @@ func (l *hashLock) Release(ctx context.Context, lease Lease) error {
 	l.forget(lease.Key)
 	return ErrNotHeld
 }
-
-// Crash stops every watchdog without releasing anything, as a dying
-// process would.
-func (l *hashLock) Crash() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for k, h := range l.held {
-		close(h.stop)
-		delete(l.held, k)
-	}
-}
-
-// Crasher is implemented by locks with background work (a watchdog):
-// Crash stops it as a dying process would, releasing nothing.
-type Crasher interface{ Crash() }
 
 // scriptInt runs a script whose nil reply means "acquired" (or another
 // distinguished answer): it returns nilReply=true for nil.

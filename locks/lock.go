@@ -91,38 +91,13 @@ type Config struct {
 	// WaiterTimeout is how long a fair-lock waiter may be silent before the
 	// queue drops it (Redisson's threadWaitTime). Default: 5 s.
 	WaiterTimeout time.Duration
-	// Point is called at the algorithm's named protocol points (see the
-	// Point* constants) so a nemesis can pause the client there, or crash
-	// it: a non-nil error stops the protocol on the spot, as a dying
-	// process would, and the call in progress reports an unknown outcome.
-	// Nil: no points.
+	// Point, when a lock calls it, lets a nemesis pause or crash the
+	// client at a named place in the lock's own code that no Redis command
+	// marks (a computation between two commands). The harness reaches every
+	// command boundary without it, through hooks on Clients; no built-in lock
+	// or story needs it. A non-nil error means the client died there: stop
+	// as a dead process would and report ErrUnknown. Nil: no points.
 	Point func(ctx context.Context, point string) error
-}
-
-// Named protocol points, where Config.Point is called.
-const (
-	// PointAfterSetNX sits between SETNX and EXPIRE in setnx-expire (S1).
-	PointAfterSetNX = "after-setnx"
-	// PointBeforeReplies sits in RedLock after the SETs were sent to every
-	// node and a majority succeeded, before the replies are read (K6).
-	PointBeforeReplies = "before-replies"
-	// PointRenew sits before every watchdog renewal, so pausing a whole
-	// client pauses its watchdog too, as a stop-the-world pause would (S4).
-	PointRenew = "watchdog-renew"
-	// PointWaiting sits in the pub/sub locks' wait loop, each time a waiter
-	// is about to sleep until woken: where a queued waiter dies (S5).
-	PointWaiting = "waiting"
-)
-
-// point calls cfg.Point, turning a crash there into an unknown outcome.
-func (c Config) point(ctx context.Context, name string) error {
-	if c.Point == nil {
-		return nil
-	}
-	if err := c.Point(ctx, name); err != nil {
-		return fmt.Errorf("%w: client crashed at %s: %v", ErrUnknown, name, err)
-	}
-	return nil
 }
 
 func (c Config) withDefaults() Config {
@@ -168,6 +143,11 @@ type Info struct {
 	// Queued is true when waiters hold places in a queue, so a waiter that
 	// dies can hold up the others for up to Config.WaiterTimeout.
 	Queued bool
+	// Claims is the lock's fault model: the faults under which it claims
+	// to keep its promise (its validity deadline where it gives one, else
+	// that no two clients hold it at once). Random exploration holds it to
+	// these and to nothing more.
+	Claims []Fault
 	// New builds one client's handle.
 	New func(Config) Lock
 }

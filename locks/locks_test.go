@@ -66,6 +66,53 @@ func (e *env) lock(name string, cfg locks.Config) locks.Lock {
 
 func (e *env) admin(i int) *redis.Client { return e.clients()[i] }
 
+// redisLocks are the registered locks that keep their state in Redis: all
+// but the two controls, which TestControls covers.
+func redisLocks() []string {
+	var out []string
+	for _, n := range locks.Names() {
+		if n != "none" && n != "mutex" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// The controls do what the matrix relies on them to do: "none" lets every
+// client in at once, "mutex" one at a time, and only its holder out.
+func TestControls(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 1)
+	key := fmt.Sprintf("controls-%d", time.Now().UnixNano()) // the mutex's slots are process-wide
+	for _, name := range []string{"none", "mutex"} {
+		a := e.lock(name, locks.Config{Owner: "a:1"})
+		b := e.lock(name, locks.Config{Owner: "b:1", Wait: 50 * time.Millisecond})
+		lease, err := a.Acquire(ctx, key)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_, err = b.Acquire(ctx, key)
+		if name == "none" {
+			if err != nil {
+				t.Fatalf("none must let a second client in at once, got %v", err)
+			}
+			continue
+		}
+		if !errors.Is(err, locks.ErrNotAcquired) {
+			t.Fatalf("mutex let a second client in: %v", err)
+		}
+		if err := b.Release(ctx, locks.Lease{Key: key, Token: "forged"}); !errors.Is(err, locks.ErrNotHeld) {
+			t.Fatalf("mutex released for a non-holder: %v", err)
+		}
+		if err := a.Release(ctx, lease); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Acquire(ctx, key); err != nil {
+			t.Fatalf("mutex after release: %v", err)
+		}
+	}
+}
+
 func nodesFor(name string) int {
 	info, err := locks.Lookup(name)
 	if err != nil {
@@ -79,7 +126,7 @@ func nodesFor(name string) int {
 func TestReleaseByNonOwner(t *testing.T) {
 	ownerBlind := map[string]bool{"setnx-expire": true, "set-nx-px-del": true, "getset": true}
 	ctx := context.Background()
-	for _, name := range locks.Names() {
+	for _, name := range redisLocks() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nodesFor(name))
 			a := e.lock(name, locks.Config{Owner: "a:1", TTL: 5 * time.Second})
@@ -112,7 +159,7 @@ func TestReleaseByNonOwner(t *testing.T) {
 
 func TestTakenLockIsNotAcquired(t *testing.T) {
 	ctx := context.Background()
-	for _, name := range locks.Names() {
+	for _, name := range redisLocks() {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, nodesFor(name))
 			a := e.lock(name, locks.Config{Owner: "a:1", TTL: 5 * time.Second})
@@ -164,7 +211,9 @@ func TestWatchdogKeepsLiveHolderAndLetsDeadOneGo(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 1)
 	ttl := 300 * time.Millisecond
-	l := e.lock("reentrant", locks.Config{Owner: "a:1", TTL: ttl})
+	// The holder's own connection: closing it is the process dying.
+	own := e.clients()
+	l := e.lock("reentrant", locks.Config{Owner: "a:1", TTL: ttl, Clients: own})
 	if _, err := l.Acquire(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +221,7 @@ func TestWatchdogKeepsLiveHolderAndLetsDeadOneGo(t *testing.T) {
 	if n, _ := e.admin(0).Exists(ctx, "k").Result(); n != 1 {
 		t.Fatal("watchdog let a live holder's lock expire")
 	}
-	l.(locks.Crasher).Crash()
+	own[0].Close()
 	time.Sleep(ttl + 100*time.Millisecond)
 	if n, _ := e.admin(0).Exists(ctx, "k").Result(); n != 0 {
 		t.Fatal("lock outlived its crashed holder by more than a TTL")
@@ -348,21 +397,44 @@ func TestRedLockNeedsAMajority(t *testing.T) {
 	}
 }
 
+// hookFunc is a go-redis hook around each command, standing where the
+// harness's gate stands, so a test can do to a lock what a nemesis would.
+type hookFunc func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error
+
+func (h hookFunc) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h hookFunc) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { return h(ctx, cmd, next) }
+}
+func (h hookFunc) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// hooked dials every node with h on each client.
+func (e *env) hooked(h hookFunc) []*redis.Client {
+	cs := e.clients()
+	for _, c := range cs {
+		c.AddHook(h)
+	}
+	return cs
+}
+
 func TestRedLockValidityRejectsALateRead(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 5)
 	ttl := 200 * time.Millisecond
-	slow := func(ctx context.Context, point string) error {
-		if point == locks.PointBeforeReplies {
+	// Every SET's reply reaches the lock after the TTL (K6).
+	late := hookFunc(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "set" {
 			time.Sleep(ttl + 50*time.Millisecond)
 		}
-		return nil
-	}
-	checked := e.lock("redlock", locks.Config{Owner: "a:1", TTL: ttl, Wait: time.Millisecond, Point: slow})
+		return err
+	})
+	checked := e.lock("redlock", locks.Config{Owner: "a:1", TTL: ttl, Wait: time.Millisecond, Clients: e.hooked(late)})
 	if _, err := checked.Acquire(ctx, "k"); !errors.Is(err, locks.ErrNotAcquired) {
 		t.Fatalf("replies read after the TTL: redlock must refuse, got %v", err)
 	}
-	unchecked := e.lock("redlock-novalidity", locks.Config{Owner: "b:1", TTL: ttl, Wait: time.Millisecond, Point: slow})
+	unchecked := e.lock("redlock-novalidity", locks.Config{Owner: "b:1", TTL: ttl, Wait: time.Millisecond, Clients: e.hooked(late)})
 	if _, err := unchecked.Acquire(ctx, "k"); err != nil {
 		t.Fatalf("redlock-novalidity believes the expired lock, as documented; got %v", err)
 	}
@@ -371,13 +443,18 @@ func TestRedLockValidityRejectsALateRead(t *testing.T) {
 func TestSetnxExpireCrashBetweenCommandsNeverExpires(t *testing.T) {
 	ctx := context.Background()
 	e := newEnv(t, 1)
-	crash := func(ctx context.Context, point string) error {
-		if point == locks.PointAfterSetNX {
-			return errors.New("killed")
+	// The client dies once SETNX has taken the key: nothing after it leaves.
+	died := false
+	crash := hookFunc(func(ctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+		if died {
+			cmd.SetErr(errors.New("killed"))
+			return cmd.Err()
 		}
-		return nil
-	}
-	l := e.lock("setnx-expire", locks.Config{Owner: "a:1", Point: crash})
+		err := next(ctx, cmd)
+		died = cmd.Name() == "set" // go-redis sends SetNX as SET NX
+		return err
+	})
+	l := e.lock("setnx-expire", locks.Config{Owner: "a:1", Clients: e.hooked(crash)})
 	if _, err := l.Acquire(ctx, "k"); !errors.Is(err, locks.ErrUnknown) {
 		t.Fatalf("a crash mid-protocol is an unknown outcome, got %v", err)
 	}

@@ -9,6 +9,7 @@ import (
 func init() {
 	Register(Info{
 		Name:      "multilock",
+		Claims:    watchdogClaims,
 		Reentrant: true,
 		Summary: "Redisson MultiLock: a reentrant lock on each of 3 nodes, all or none; a failed member " +
 			"rolls back the ones taken and the attempt starts over while time remains",
@@ -92,11 +93,4 @@ func (m *multiLock) Release(ctx context.Context, lease Lease) error {
 		return unsure
 	}
 	return notHeld
-}
-
-// Crash stops every member's watchdog.
-func (m *multiLock) Crash() {
-	for _, s := range m.subs {
-		s.Crash()
-	}
 }

@@ -12,13 +12,18 @@ import (
 func init() {
 	Register(Info{
 		Name: "redlock",
+		// A minority of nodes may be cut off, paused or slow; a client may
+		// read its replies late (the validity check). No claim when a node
+		// loses keys (crash, clock jump: Kleppmann's K4, K5).
+		Claims: leaseClaims,
 		Summary: "RedLock on 5 independent masters: same key and token on all, per-node timeout << TTL, majority, " +
 			"validity = TTL − elapsed − drift (0.01·TTL + 2 ms); releases everywhere on failure and on release",
 		Nodes: 5,
 		New:   func(c Config) Lock { return &redlock{cfg: c, checkValidity: true} },
 	})
 	Register(Info{
-		Name: "redlock-novalidity",
+		Name:   "redlock-novalidity",
+		Claims: without(leaseClaims, ClientPause),
 		Summary: "RedLock without the elapsed-time validity check. BROKEN: a client paused between sending " +
 			"its SETs and reading the replies believes a lock that already expired (K6)",
 		Broken: true,
@@ -49,13 +54,6 @@ func (l *redlock) Acquire(ctx context.Context, key string) (Lease, error) {
 		ok := l.onAll(ctx, func(ctx context.Context, c *redis.Client) (bool, error) {
 			return c.SetNX(ctx, key, token, l.cfg.TTL).Result()
 		})
-		// The replies are in and a majority said OK; a pause here is a
-		// client that reads them late (K6).
-		if ok >= l.quorum() {
-			if err := l.cfg.point(ctx, PointBeforeReplies); err != nil {
-				return Lease{}, false, err
-			}
-		}
 		elapsed := l.cfg.Clock.Now().Sub(start)
 		validity := l.cfg.TTL - elapsed - l.drift()
 		if ok >= l.quorum() && (!l.checkValidity || validity > 0) {

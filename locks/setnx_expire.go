@@ -6,7 +6,8 @@ import (
 
 func init() {
 	Register(Info{
-		Name: "setnx-expire",
+		Name:   "setnx-expire",
+		Claims: without(leaseClaims, ClientPause),
 		Summary: "SETNX then EXPIRE as two commands, DEL release. BROKEN: a client that dies between the two " +
 			"leaves a key that never expires (deadlock, S1), and DEL releases whoever holds the lock now",
 		Broken: true,
@@ -30,9 +31,6 @@ func (l *setnxExpire) Acquire(ctx context.Context, key string) (Lease, error) {
 		}
 		if !ok {
 			return Lease{}, false, nil
-		}
-		if err := l.cfg.point(ctx, PointAfterSetNX); err != nil {
-			return Lease{}, false, err
 		}
 		if err := c.PExpire(ctx, key, l.cfg.TTL).Err(); err != nil {
 			return Lease{}, false, unknown("EXPIRE", err)

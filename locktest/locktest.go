@@ -8,8 +8,10 @@
 //	}
 //
 // Your lock implements locks.Lock; New builds one client's handle from a
-// locks.Config (its Redis clients, TTL, wait, clock, owner id, and the
-// Point hook through which scenarios pause or crash a client mid-protocol).
+// locks.Config (its Redis clients, TTL, wait, clock and owner id). Talk to
+// Redis only through Config.Clients: the scenarios pause and crash your
+// client through hooks on those connections, without any call from your
+// code.
 // The machine needs redis-server (and, for clock scenarios, the build `make
 // setup` caches).
 package locktest
@@ -36,12 +38,16 @@ type Lock struct {
 	// Queued: waiters hold places in a queue (a dead one may stall it for
 	// up to the waiter timeout).
 	Fenced, Reentrant, Queued bool
+	// Claims is the lock's fault model: the faults under which it claims
+	// to keep its promise; the random scenario holds it to these.
+	Claims []locks.Fault
 	// New builds one client's handle.
 	New func(locks.Config) locks.Lock
 }
 
 func (l Lock) info() *locks.Info {
-	return &locks.Info{Name: l.Name, Nodes: l.Nodes, Fenced: l.Fenced, Reentrant: l.Reentrant, Queued: l.Queued, New: l.New}
+	return &locks.Info{Name: l.Name, Nodes: l.Nodes, Fenced: l.Fenced, Reentrant: l.Reentrant, Queued: l.Queued,
+		Claims: l.Claims, New: l.New}
 }
 
 // Run runs one scenario against l and returns everything it found; o's

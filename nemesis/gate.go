@@ -10,60 +10,98 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
-// ErrCrashed is what a client gets at a point where the nemesis crashed it.
+// ErrCrashed is what a client gets where the nemesis crashed it: at a point,
+// or from every command and connection of its dead process.
 var ErrCrashed = errors.New("client crashed by the nemesis")
 
-// AnyClient lets a trap spring on whichever client reaches its point first.
+// AnyClient lets a trap spring on whichever client reaches it first.
 const AnyClient = -1
 
-// Trap waits at a named point of client code for the next client to reach
-// it, and then does one thing to that client.
+// Trap waits for the next client to reach a place, and then does one thing
+// to that client. The place is a command boundary on the client's own
+// connections (Command), which needs nothing from the lock, or a named
+// point that client code calls (Point: the workload's own, or one a user's
+// lock offers for what no command shows).
 type Trap struct {
+	// Command, when set, is the command boundary the trap stands at.
+	Command *Command
+	// Point is the named point, when Command is nil.
 	Point string
 	// Client is the client it waits for, or AnyClient.
 	Client int
-	// Pause stops the client for this long. The whole client stops, its
-	// lock's watchdog included, as a process in a stop-the-world pause does
-	// (Kleppmann's GC pause), unless Stall is set.
+	// Pause stops the client for this long. The whole client stops: every
+	// connection it has freezes (no command leaves, replies wait; its
+	// lock's watchdog and pub/sub included), as a process in a
+	// stop-the-world pause does (Kleppmann's GC pause), unless Stall is set.
 	Pause time.Duration
-	// Stall pauses only the goroutine at the point: slow work in the
-	// critical section while the rest of the client (its watchdog) lives.
+	// Stall pauses only the goroutine at the place: slow work while the
+	// rest of the client (its watchdog) lives.
 	Stall bool
-	// Crash kills the client at the point instead: it must stop as a dead
-	// process would.
+	// Crash kills the client's process there instead: the command does not
+	// go out (or its reply is never seen), every connection of the process
+	// is closed and no new one opens, as if the process died.
 	Crash bool
 	// Then runs when the trap springs, before the pause: how the nemesis
-	// acts at the exact moment a client stands at a point (bump a clock,
-	// kill a node while a holder is inside its critical section).
+	// acts at the exact moment a client stands there (bump a clock, kill a
+	// node while a holder is inside its critical section).
 	Then func(ctx context.Context, client, process int) error
 	// After runs when the pause ends.
 	After func(ctx context.Context, client, process int) error
 }
 
-// Gate stands at every named point of client code (the workload's own,
-// like the critical section's before-write, and the locks' protocol points,
-// like RedLock's before-replies) and springs the traps the nemesis armed
-// there: the in-process twin of a GC pause or a process death at exactly
-// the wrong moment.
+// where says where the trap stands, for the schedule and the history.
+func (t Trap) where() string {
+	if t.Command != nil {
+		return t.Command.String()
+	}
+	return t.Point
+}
+
+// Gate stands wherever a client can be caught: at every command boundary of
+// the connections the harness hands a lock (through Hook), and at the named
+// points client code calls (At). It springs the traps the nemesis armed,
+// pauses whole clients and kills their processes: the in-process twin of a
+// GC pause or a process death at exactly the wrong moment, which no lock
+// can dodge as long as it talks to Redis through the clients it was given.
 type Gate struct {
 	rec *history.Recorder
 
 	mu         sync.Mutex
 	traps      []Trap
 	pauseUntil map[int]time.Time
+	clients    map[int]*clientState
+	dead       map[int]bool
+	conns      map[int]map[*frozenConn]bool
 	err        error
+}
+
+// clientState is what the gate knows of a client's current lock op.
+type clientState struct {
+	process int
+	op      string
+	since   time.Time
+	cmds    []sent
 }
 
 // NewGate records its actions in rec.
 func NewGate(rec *history.Recorder) *Gate {
-	return &Gate{rec: rec, pauseUntil: map[int]time.Time{}}
+	return &Gate{rec: rec, pauseUntil: map[int]time.Time{}, clients: map[int]*clientState{},
+		dead: map[int]bool{}, conns: map[int]map[*frozenConn]bool{}}
 }
 
-// Arm sets a trap; traps at one point spring in the order they were armed.
+// Arm sets a trap; traps at one place spring in the order they were armed.
 func (g *Gate) Arm(t Trap) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.traps = append(g.traps, t)
+}
+
+// Disarm removes every trap still armed: a fault phase that ends must not
+// leave one behind to spring in the next.
+func (g *Gate) Disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.traps = nil
 }
 
 // ArmStep is a schedule step that arms t at offset at.
@@ -75,7 +113,7 @@ func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
 	case t.Stall:
 		what = fmt.Sprintf("stall %s", t.Pause)
 	}
-	return Step{At: at, Name: fmt.Sprintf("%s the next client at %s", what, t.Point),
+	return Step{At: at, Name: fmt.Sprintf("%s the next client at %s", what, t.where()),
 		Do: func(context.Context) error { g.Arm(t); return nil }}
 }
 
@@ -85,32 +123,6 @@ func (g *Gate) Err() error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.err
-}
-
-// PauseClient stops client at every point it reaches in the next d, its
-// lock's watchdog included. Work already between two points (a command in
-// flight) completes.
-func (g *Gate) PauseClient(client int, d time.Duration) {
-	g.mu.Lock()
-	g.pauseUntil[client] = time.Now().Add(d)
-	g.mu.Unlock()
-	_ = record(g.rec, history.Pause, &history.Value{Target: fmt.Sprintf("client %d", client), Duration: int64(d)}, nil)
-	time.AfterFunc(d, func() {
-		_ = record(g.rec, history.Resume, &history.Value{Target: fmt.Sprintf("client %d", client)}, nil)
-	})
-}
-
-// take removes and returns the first trap at point for client.
-func (g *Gate) take(client int, point string) (Trap, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for i, t := range g.traps {
-		if t.Point == point && (t.Client == AnyClient || t.Client == client) {
-			g.traps = append(g.traps[:i], g.traps[i+1:]...)
-			return t, true
-		}
-	}
-	return Trap{}, false
 }
 
 func (g *Gate) fail(err error) {
@@ -124,53 +136,182 @@ func (g *Gate) fail(err error) {
 	}
 }
 
-// At is called by client code when process (of client) reaches point. It
-// returns at once unless a trap waits there or the client is paused: then
-// it pauses, or returns ErrCrashed and the caller must stop as a dead
-// process would.
-func (g *Gate) At(ctx context.Context, client, process int, point string) error {
-	if g == nil {
-		return nil
-	}
-	if t, ok := g.take(client, point); ok {
-		target := fmt.Sprintf("process %d at %s", process, point)
-		if t.Then != nil {
-			g.fail(t.Then(ctx, client, process))
-		}
-		if t.Crash {
-			_ = record(g.rec, "crash", &history.Value{Target: target}, nil)
-			return ErrCrashed
-		}
-		if t.Pause > 0 {
-			f := history.Pause
-			if t.Stall {
-				f = "stall"
-			} else {
-				g.mu.Lock()
-				g.pauseUntil[client] = time.Now().Add(t.Pause)
-				g.mu.Unlock()
-			}
-			_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(t.Pause)}, nil)
-			sleep(ctx, t.Pause)
-			_ = record(g.rec, history.Resume, &history.Value{Target: target}, nil)
-		}
-		if t.After != nil {
-			g.fail(t.After(ctx, client, process))
-		}
-		return nil
-	}
+// PauseClient stops client for d, whole: its connections freeze and it
+// waits at every point it reaches, its lock's watchdog included.
+func (g *Gate) PauseClient(client int, d time.Duration) {
+	g.freeze(client, d)
+	_ = record(g.rec, history.Pause, &history.Value{Target: fmt.Sprintf("client %d", client), Duration: int64(d)}, nil)
+	time.AfterFunc(d, func() {
+		_ = record(g.rec, history.Resume, &history.Value{Target: fmt.Sprintf("client %d", client)}, nil)
+	})
+}
+
+// freeze pauses client's connections for d. Reads and writes already under
+// way have their deadlines pushed back by d: a frozen process's pending
+// read does not time out (the others wait at their next Read or Write).
+func (g *Gate) freeze(client int, d time.Duration) {
 	g.mu.Lock()
-	until := g.pauseUntil[client]
+	if until := time.Now().Add(d); until.After(g.pauseUntil[client]) {
+		g.pauseUntil[client] = until
+	}
+	var mine []*frozenConn
+	for _, cs := range g.conns {
+		for c := range cs {
+			if c.client == client {
+				mine = append(mine, c)
+			}
+		}
+	}
 	g.mu.Unlock()
-	if rest := time.Until(until); rest > 0 {
-		sleep(ctx, rest)
+	for _, c := range mine {
+		c.extend(d)
+	}
+}
+
+// waitThaw blocks while client is paused and returns how long it waited.
+func (g *Gate) waitThaw(ctx context.Context, client int) time.Duration {
+	start := time.Now()
+	for {
+		g.mu.Lock()
+		rest := time.Until(g.pauseUntil[client])
+		g.mu.Unlock()
+		if rest <= 0 || !sleep(ctx, rest) {
+			return time.Since(start)
+		}
+	}
+}
+
+// Begin tells the gate that process of client starts lock op f
+// (history.Acquire or history.Release): command traps select by it.
+func (g *Gate) Begin(client, process int, f string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.clients[client] = &clientState{process: process, op: f, since: time.Now()}
+}
+
+// End tells the gate the op ended, and reports whether the process died
+// meanwhile: its outcome is then unknown whatever the lock returned.
+func (g *Gate) End(client, process int) (crashed bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s := g.clients[client]; s != nil && s.process == process {
+		s.op, s.cmds = "", nil
+	}
+	return g.dead[process]
+}
+
+// Dead reports whether the nemesis killed process.
+func (g *Gate) Dead(process int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dead[process]
+}
+
+// kill ends process as a dying process ends: its connections close, none
+// opens again, every command fails.
+func (g *Gate) kill(process int, target string) {
+	g.mu.Lock()
+	g.dead[process] = true
+	conns := g.conns[process]
+	delete(g.conns, process)
+	g.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close() // already off the books
+	}
+	_ = record(g.rec, "crash", &history.Value{Target: target}, nil)
+}
+
+// CrashWaiter is a schedule step that, from at on, kills the first client
+// found inside an acquire that has lasted at least waited: a waiter, queued
+// or polling, whatever the lock does while it waits (S5).
+func (g *Gate) CrashWaiter(at, waited time.Duration) Step {
+	return Step{At: at, Name: fmt.Sprintf("crash the next client waiting %s in acquire", waited),
+		Do: func(ctx context.Context) error {
+			for {
+				g.mu.Lock()
+				victim, process := -1, 0
+				for c, s := range g.clients {
+					if s.op == history.Acquire && time.Since(s.since) >= waited && !g.dead[s.process] {
+						victim, process = c, s.process
+						break
+					}
+				}
+				g.mu.Unlock()
+				if victim >= 0 {
+					g.kill(process, fmt.Sprintf("process %d waiting in acquire", process))
+					return nil
+				}
+				if !sleep(ctx, 5*time.Millisecond) {
+					return nil
+				}
+			}
+		}}
+}
+
+// take removes and returns the first trap that fits.
+func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i, t := range g.traps {
+		if (t.Client == AnyClient || t.Client == client) && fits(t) {
+			g.traps = append(g.traps[:i], g.traps[i+1:]...)
+			return t, true
+		}
+	}
+	return Trap{}, false
+}
+
+// spring carries out trap t on process of client, standing at where.
+func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where string) error {
+	target := fmt.Sprintf("process %d at %s", process, where)
+	if t.Then != nil {
+		g.fail(t.Then(ctx, client, process))
+	}
+	if t.Crash {
+		g.kill(process, target)
+		return ErrCrashed
+	}
+	if t.Pause > 0 {
+		f := history.Pause
+		if t.Stall {
+			f = "stall"
+		} else {
+			g.freeze(client, t.Pause)
+		}
+		_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(t.Pause)}, nil)
+		sleep(ctx, t.Pause)
+		_ = record(g.rec, history.Resume, &history.Value{Target: target}, nil)
+	}
+	if t.After != nil {
+		g.fail(t.After(ctx, client, process))
 	}
 	return nil
 }
 
-func sleep(ctx context.Context, d time.Duration) {
+// At is called by client code when process (of client) reaches a named
+// point. It returns at once unless a trap waits there or the client is
+// paused: then it pauses, or returns ErrCrashed and the caller must stop as
+// a dead process would.
+func (g *Gate) At(ctx context.Context, client, process int, point string) error {
+	if g == nil {
+		return nil
+	}
+	if g.Dead(process) {
+		return ErrCrashed
+	}
+	if t, ok := g.take(client, func(t Trap) bool { return t.Command == nil && t.Point == point }); ok {
+		return g.spring(ctx, t, client, process, point)
+	}
+	g.waitThaw(ctx, client)
+	return nil
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-ctx.Done():
+		return false
 	case <-time.After(d):
+		return true
 	}
 }

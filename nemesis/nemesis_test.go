@@ -368,6 +368,9 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	if err := g.At(ctx, 0, 0, "q"); !errors.Is(err, nemesis.ErrCrashed) {
 		t.Fatalf("armed crash: %v", err)
 	}
+	if err := g.At(ctx, 0, 0, "p"); !errors.Is(err, nemesis.ErrCrashed) {
+		t.Fatalf("a dead process passed a point: %v", err)
+	}
 	g.PauseClient(4, 100*time.Millisecond)
 	start = time.Now()
 	_ = g.At(ctx, 4, 4, "anywhere")
@@ -375,7 +378,7 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 		t.Fatal("a paused client passed a point")
 	}
 	g.Arm(nemesis.Trap{Point: "r", Client: nemesis.AnyClient, Then: func(context.Context, int, int) error { return errors.New("no such node") }})
-	_ = g.At(ctx, 0, 0, "r")
+	_ = g.At(ctx, 5, 5, "r")
 	if g.Err() == nil {
 		t.Fatal("a failed Then must surface through Err")
 	}

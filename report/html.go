@@ -28,6 +28,9 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 <p class="muted"><a href="../../../index.html">all runs</a></p>
 <h1>{{.R.Scenario}} / {{.R.Lock}}</h1>
 <p class="verdict {{if .R.Matched}}ok{{else}}bad{{end}}">expected <b>{{.R.Expected}}</b> · observed <b>{{.R.Outcome}}</b> · {{if .R.Matched}}MATCHED{{else}}DID NOT MATCH{{end}}</p>
+{{if .R.Finding}}<p class="verdict bad">finding: {{.R.Finding}}</p>{{end}}
+{{if .R.Explained}}<p class="verdict ok">expected: {{.R.Explained}}</p>{{end}}
+{{if .R.Vacuous}}<p class="verdict bad">vacuous: {{.R.Vacuous}}. The story did not happen, so the checkers' verdicts below prove nothing either way.</p>{{end}}
 <p>{{.R.Story}}</p>
 <p class="muted">Why this is expected: {{.R.Expected.Why}}</p>
 <table>

@@ -137,6 +137,15 @@ func Summary(w io.Writer, r *scenario.Result) {
 		mark = "DID NOT MATCH"
 	}
 	fmt.Fprintf(w, "%s / %s: expected %s, observed %s — %s\n", r.Scenario, r.Lock, r.Expected, r.Outcome, mark)
+	if r.Finding != "" {
+		fmt.Fprintf(w, "  FINDING: %s\n", r.Finding)
+	}
+	if r.Explained != "" {
+		fmt.Fprintf(w, "  expected: %s\n", r.Explained)
+	}
+	if r.Vacuous != "" {
+		fmt.Fprintf(w, "  vacuous: %s (the checkers' verdicts below prove nothing either way)\n", r.Vacuous)
+	}
 	for _, h := range headlines(r, Faults(r.Ops)) {
 		fmt.Fprintf(w, "  %s\n", h)
 	}

@@ -88,11 +88,19 @@ func TestEveryScenarioIsWellFormed(t *testing.T) {
 			if e.Why == "" {
 				t.Errorf("%s/%s: an expectation must cite its argument", name, lock)
 			}
-			switch e.Outcome {
-			case Safe, Unsafe, LockUnsafe, Deadlock, Unfair:
+			switch {
+			case s.Random && e.Outcome == PromiseKept:
+			case s.Random:
+				t.Errorf("%s/%s: random runs are judged against the lock's claims (%s), got %q", name, lock, PromiseKept, e.Outcome)
+			case e.Outcome == Safe, e.Outcome == Unsafe, e.Outcome == LockUnsafe, e.Outcome == Deadlock, e.Outcome == Unfair:
 			default:
 				t.Errorf("%s/%s: unknown outcome %q", name, lock, e.Outcome)
 			}
+		}
+		// A story with a fault must say what proves it happened.
+		faultFree := map[string]bool{"baseline": true, "fair-order": true}
+		if !s.Random && !faultFree[name] && len(s.Requires) == 0 {
+			t.Errorf("%s: a story with a fault must list the nemesis actions it requires", name)
 		}
 	}
 }

@@ -4,9 +4,31 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 )
+
+func init() {
+	add(Scenario{
+		Name: "random",
+		Story: "Exploration: a seeded random schedule of the faults the topology allows (partitions, node pauses, kills, " +
+			"client pauses, latency), then a final heal; the same seed replays the same schedule.",
+		TimeLimitTTLs: 30, MinTimeLimitTTLs: 8,
+		Random: true,
+		// Holders work 0.1 TTL, so the lock is held most of the time, as in
+		// real use: a late command from a client that lost its lease (a
+		// DEL after a GET, a renewal) then lands on someone's lock instead
+		// of on a free key.
+		HoldTTLs: 0.1,
+		Expect: expect(locks.Names(), Expectation{Outcome: PromiseKept,
+			Why: "exploration, judged against the lock's own fault model: a broken promise under faults it claims to survive is a finding (the seed replays it); under others it is expected"}),
+		Schedule: randomSchedule,
+	})
+}
 
 // randomSchedule draws the random scenario's faults from the seed: the
 // faults the topology allows, alternating with quiet periods of about two
@@ -57,6 +79,30 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 	faults = append(faults, nemesis.Fault{Name: "pause a client for 2 TTLs",
 		Start: func(context.Context) error { e.Gate.PauseClient(client(), e.ttls(2)); return nil },
 		Stop:  func(context.Context) error { return nil }})
+	// Traps at a command boundary drawn from the seed: where a lock that
+	// sends two commands for one step (GET then DEL) is caught between them.
+	// A pause stands after a reply, before the lock sees it (before the
+	// next command is nearly the same place), inside an acquire or a
+	// release, each a fault of its own; a crash may also stand before a
+	// command, which then never leaves.
+	boundary := func(in string, reply bool) *nemesis.Command {
+		return &nemesis.Command{In: in, Nth: 1 + pick.IntN(2), Reply: reply}
+	}
+	for _, in := range []string{history.Acquire, history.Release} {
+		faults = append(faults, nemesis.Fault{Name: "pause a client for 2 TTLs between the commands of its " + in,
+			Start: func(context.Context) error {
+				e.Gate.Arm(nemesis.Trap{Command: boundary(in, true), Client: client(), Pause: e.ttls(2)})
+				return nil
+			},
+			Stop: func(context.Context) error { e.Gate.Disarm(); return nil }})
+	}
+	faults = append(faults, nemesis.Fault{Name: "crash a client at a command boundary",
+		Start: func(context.Context) error {
+			in := []string{history.Acquire, history.Release}[pick.IntN(2)]
+			e.Gate.Arm(nemesis.Trap{Command: boundary(in, pick.IntN(2) == 0), Client: client(), Crash: true})
+			return nil
+		},
+		Stop: func(context.Context) error { e.Gate.Disarm(); return nil }})
 	{
 		var peer string
 		faults = append(faults, nemesis.Fault{Name: "slow a client's store link",
@@ -67,6 +113,7 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 			Stop: func(context.Context) error { return n.Latency(peer, "store", 0, 0) }})
 	}
 	heal := func(ctx context.Context) error {
+		e.Gate.Disarm()
 		if err := n.Heal(); err != nil {
 			return err
 		}
@@ -88,4 +135,72 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 		return nil
 	}
 	return nemesis.Random(faults, nemesis.RandomOptions{Seed: uint64(e.Seed), Duration: e.TimeLimit, Interval: e.ttls(2), Heal: heal})
+}
+
+// PromiseKept is what random exploration expects of every lock: its promise
+// kept under the faults it claims to survive (locks.Info.Claims).
+const PromiseKept = "promise-kept"
+
+// faultKinds names the kinds of fault the nemesis carried out in ops, in
+// the lock fault-model's words.
+func faultKinds(ops []history.Op) []locks.Fault {
+	kinds := map[string]locks.Fault{
+		"partition-start": locks.Partition, "latency-start": locks.Latency, "node-pause": locks.NodePause,
+		"kill": locks.NodeCrash, "power-loss": locks.NodeCrash, "clock-bump": locks.NodeClock,
+		"clock-strobe-start": locks.NodeClock, history.Pause: locks.ClientPause, "stall": locks.ClientPause,
+		"crash": locks.ClientCrash, "clock-skew": locks.ClientClock, "promote": locks.Failover,
+	}
+	seen := map[locks.Fault]bool{}
+	for _, op := range ops {
+		if k, ok := kinds[op.F]; ok && op.Process == history.NemesisProcess && op.Type == history.OK {
+			seen[k] = true
+		}
+	}
+	var out []locks.Fault
+	for _, f := range locks.Faults {
+		if seen[f] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// judgeClaims holds a random run to the lock's fault model: its promise
+// (the validity deadline, or for a lock that gives none, that no two
+// clients hold it at once) broken under claimed faults alone is a finding;
+// broken when an unclaimed fault was drawn, it is explained. Anomalies
+// with the promise kept (a client that outlived its lease, K1) are what
+// the promise never covered, and said so.
+func (r *Result) judgeClaims(info locks.Info) {
+	promise := "promise-broken"
+	if v, ok := r.Verdict("promise"); ok && v.Details["promises"] == 0 {
+		promise = "double-holder"
+	}
+	var drawn, unclaimed []string
+	for _, f := range faultKinds(r.Ops) {
+		drawn = append(drawn, string(f))
+		if !slices.Contains(info.Claims, f) {
+			unclaimed = append(unclaimed, string(f))
+		}
+	}
+	r.Matched = r.Outcome != Undecided && r.Outcome != Vacuous
+	switch {
+	case !r.Matched || r.Outcome == Safe:
+	case !slices.Contains(r.Observations, promise):
+		r.Explained = fmt.Sprintf("%s with its promise kept under %s: clients outlived their leases, which no promise covers",
+			r.Outcome, orNone(drawn))
+	case len(unclaimed) == 0:
+		r.Matched = false
+		r.Finding = fmt.Sprintf("%s: %s broke its promise under %s, faults it claims to survive (its claims: %s)",
+			promise, info.Name, orNone(drawn), info.ClaimList())
+	default:
+		r.Explained = fmt.Sprintf("%s, explained by %s, which %s makes no claim about", promise, strings.Join(unclaimed, ", "), info.Name)
+	}
+}
+
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "no fault"
+	}
+	return strings.Join(s, ", ")
 }

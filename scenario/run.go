@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -161,6 +162,15 @@ type Result struct {
 	Schedule string `json:"schedule,omitempty"`
 	// Observations are the anomaly kinds and facts the verdicts show.
 	Observations []string `json:"observations"`
+	// Vacuous says why the story did not happen (a required fault never
+	// fired, or too little traffic around it); the outcome is then
+	// Vacuous, whatever the checkers found.
+	Vacuous string `json:"vacuous,omitempty"`
+	// Finding (random runs) says how the lock broke its promise under
+	// faults it claims to survive; Explained, which unclaimed faults
+	// account for a broken promise that is therefore expected.
+	Finding   string `json:"finding,omitempty"`
+	Explained string `json:"explained,omitempty"`
 	// Dir is the run directory.
 	Dir string `json:"dir"`
 	// Ops is the whole history (also in Dir/history.jsonl).
@@ -247,53 +257,21 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 
-	var conns []*redis.Client
-	defer func() {
-		for _, c := range conns {
-			c.Close()
-		}
-	}()
-	keep := func(c *redis.Client) *redis.Client { conns = append(conns, c); return c }
-	dial := func(n *cluster.Node, peer string, co cluster.ClientOptions) (*redis.Client, error) {
-		l, err := n.Link(peer)
-		if err != nil {
-			return nil, err
-		}
-		return keep(cluster.NewClient(l.Addr(), co)), nil
-	}
+	procs := &processes{env: env, cl: cl, store: store, info: info,
+		lock: locks.Config{TTL: o.TTL, WaiterTimeout: s.waiterTimeout(o.TTL)},
+		// The store's timeout leaves room for the delays K2 puts on its links.
+		storeOpts: cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}}
+	defer procs.close()
 	env.Gate = nemesis.NewGate(rec)
 	env.Nemesis = nemesis.New(rec, cl)
 	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
 		Hold: env.ttls(s.HoldTTLs)}
-	// The store's timeout leaves room for the delays K2 puts on its links.
-	storeOpts := cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
 		env.Clients = append(env.Clients, peer)
-		var nodeClients []*redis.Client
-		for j, name := range env.Nodes {
-			if j == 0 && env.Primary != nil {
-				nodeClients = append(nodeClients, keep(env.Primary.Client(peer, cluster.ClientOptions{})))
-				continue
-			}
-			c, err := dial(cl.Node(name), peer, cluster.ClientOptions{})
-			if err != nil {
-				return res, err
-			}
-			nodeClients = append(nodeClients, c)
-		}
-		sc, err := dial(store, peer, storeOpts)
-		if err != nil {
-			return res, err
-		}
 		clock := &nemesis.ClientClock{Name: peer}
 		env.Clocks = append(env.Clocks, clock)
-		newLock := func(process int) (locks.Lock, error) {
-			point := func(ctx context.Context, name string) error { return env.Gate.At(ctx, i, process, name) }
-			return locks.Build(info, locks.Config{Clients: nodeClients, TTL: o.TTL, Clock: clock,
-				Owner: fmt.Sprintf("%s:%d", peer, process), Point: point, WaiterTimeout: waiterTimeout(o.TTL)})
-		}
-		wo.Clients = append(wo.Clients, workloads.Client{NewLock: newLock, Store: workloads.NewStore(sc), Clock: clock})
+		wo.Clients = append(wo.Clients, workloads.Client{Open: procs.opener(i, clock), Clock: clock})
 	}
 	sched, err := s.Schedule(env)
 	if err != nil {
@@ -312,10 +290,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	werr := workloads.Register(stop, ctx, rec, wo)
 	cancelStop()
 	nerr := <-nemErr
-	for _, c := range conns {
-		c.Close()
-	}
-	conns = nil
+	procs.close()
 	cl.Close()
 	res.Ops = rec.Ops()
 	res.Elapsed = time.Since(started).Round(time.Millisecond).String()
@@ -328,6 +303,82 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	logf("%d ops recorded; checking", len(res.Ops))
 	res.judge(s, info, o.TTL)
 	return res, nil
+}
+
+// processes opens the clients' processes. Every process gets its own
+// connections, to the lock nodes and the store, each with the gate's hook:
+// faults reach the lock through them without its help, and a process that
+// dies takes its connections with it.
+type processes struct {
+	env       *Env
+	cl        *cluster.Cluster
+	store     *cluster.Node
+	info      locks.Info
+	lock      locks.Config // what every process's lock shares: TTL, waiter timeout
+	storeOpts cluster.ClientOptions
+
+	mu    sync.Mutex
+	conns []*redis.Client // every connection opened, for close
+}
+
+// opener opens the processes of client, whose wall clock is clock.
+func (p *processes) opener(client int, clock locks.Clock) func(process int) (workloads.Process, error) {
+	peer := p.env.Clients[client]
+	return func(process int) (workloads.Process, error) {
+		var mine []*redis.Client
+		closeMine := func() {
+			for _, c := range mine {
+				c.Close()
+			}
+		}
+		dial := func(name string, co cluster.ClientOptions, traps bool) error {
+			var c *redis.Client
+			if name == p.env.Nodes[0] && p.env.Primary != nil {
+				c = p.env.Primary.Client(peer, co)
+			} else {
+				l, err := p.cl.Node(name).Link(peer)
+				if err != nil {
+					return err
+				}
+				c = cluster.NewClient(l.Addr(), co)
+			}
+			c.AddHook(p.env.Gate.Hook(client, process, traps))
+			mine = append(mine, c)
+			return nil
+		}
+		for _, name := range p.env.Nodes {
+			if err := dial(name, cluster.ClientOptions{}, true); err != nil {
+				closeMine()
+				return workloads.Process{}, err
+			}
+		}
+		if err := dial(p.store.Name, p.storeOpts, false); err != nil {
+			closeMine()
+			return workloads.Process{}, err
+		}
+		cfg := p.lock
+		cfg.Clients, cfg.Clock, cfg.Owner = mine[:len(p.env.Nodes)], clock, fmt.Sprintf("%s:%d", peer, process)
+		cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
+		lock, err := locks.Build(p.info, cfg)
+		if err != nil {
+			closeMine()
+			return workloads.Process{}, err
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, mine...)
+		p.mu.Unlock()
+		return workloads.Process{Lock: lock, Store: workloads.NewStore(mine[len(mine)-1]), Close: closeMine}, nil
+	}
+}
+
+// close closes every connection any process opened.
+func (p *processes) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
 }
 
 func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {
@@ -346,9 +397,14 @@ func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {
 	}
 }
 
-// waiterTimeout is the fair lock's waiter timeout in a run: short enough
-// that a dead waiter's stall fits a run, long enough for live waiters.
-func waiterTimeout(ttl time.Duration) time.Duration { return 2 * ttl }
+// waiterTimeout is a queued lock's waiter timeout in a run of s: by
+// default 2 TTLs, short enough that a dead waiter's stall fits a run.
+func (s Scenario) waiterTimeout(ttl time.Duration) time.Duration {
+	if s.WaiterTimeoutTTLs > 0 {
+		return time.Duration(s.WaiterTimeoutTTLs * float64(ttl))
+	}
+	return 2 * ttl
+}
 
 // Checkers is the set of checkers a (scenario, lock) pair is judged by.
 func Checkers(s Scenario, info locks.Info, ttl time.Duration) []checker.Checker {
@@ -364,7 +420,7 @@ func Checkers(s Scenario, info locks.Info, ttl time.Duration) []checker.Checker 
 	// waiter timeout on top.
 	allowance := 2*ttl + 250*time.Millisecond
 	if info.Queued {
-		allowance += waiterTimeout(ttl)
+		allowance += s.waiterTimeout(ttl)
 	}
 	cs := []checker.Checker{
 		checker.Intervals{},
@@ -393,12 +449,19 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 	}
 	r.Outcome = Outcome(r.Verdicts)
 	r.Observations = Observations(r.Verdicts)
+	if r.Vacuous = vacuity(s, r.Ops); r.Vacuous != "" {
+		r.Outcome = Vacuous
+	}
 	r.Matched = Matches(r.Expected, r.Outcome, r.Observations)
+	if s.Random {
+		r.judgeClaims(info)
+	}
 }
 
-// Matches says whether an outcome and its observations meet e.
+// Matches says whether an outcome and its observations meet e. Vacuous and
+// undecided runs meet nothing.
 func Matches(e Expectation, outcome string, observations []string) bool {
-	if outcome != e.Outcome {
+	if outcome != e.Outcome || outcome == Vacuous || outcome == Undecided {
 		return false
 	}
 	for _, o := range e.Show {

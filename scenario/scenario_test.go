@@ -23,12 +23,20 @@ func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 }
 
 // Every lock, 16 clients on one key, no faults: the harness's own checkers
-// must find mutual exclusion and the register must keep moving.
+// must find mutual exclusion and the register must keep moving. (The
+// control "none" is the exception that proves the checkers; its baseline row
+// is in every matrix.) A 1 s TTL gives RedLock 50 ms per node: 16 clients
+// on 2 cores shared with other test packages do not always answer within
+// 25 ms, and a lock that cannot reach a quorum makes no progress. The time
+// limit stays longer than the liveness allowance, so a stall still fails.
 func TestBaselineEveryLockSixteenClients(t *testing.T) {
 	for _, lock := range locks.Names() {
+		if lock == "none" {
+			continue
+		}
 		t.Run(lock, func(t *testing.T) {
 			res, err := Run(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
-				TimeLimit: 1500 * time.Millisecond, Out: t.TempDir()})
+				TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +45,7 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 			}
 			v, _ := res.Verdict("resource")
 			if n := v.Details["writes_accepted"].(int); n < 100 {
-				t.Fatalf("only %d increments in 1.5s: no progress", n)
+				t.Fatalf("only %d increments in 2.5s: no progress", n)
 			}
 		})
 	}

@@ -4,6 +4,7 @@
 package workloads
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -29,23 +30,41 @@ const (
 	BeforeRelease = "before-release"
 )
 
-// Gate stands at a client's named points; the nemesis may pause the client
-// there or crash it (a non-nil error: stop as a dead process would).
+// Gate is the nemesis's hand on clients. The workload tells it when a
+// lock op begins and ends (command traps select by op), stops at its named
+// points, and asks it whether a process was killed: the lock is never asked
+// to cooperate.
 type Gate interface {
+	// At is called at a named point; a non-nil error means the process
+	// died there.
 	At(ctx context.Context, client, process int, point string) error
+	// Begin and End bracket a lock op; End reports whether the process
+	// died meanwhile.
+	Begin(client, process int, f string)
+	End(client, process int) (crashed bool)
+	// Dead reports whether the process was killed.
+	Dead(process int) bool
 }
 
 // Client is one logical client's equipment.
 type Client struct {
-	// NewLock builds the client's own handle on the lock under test for a
-	// process. A retired process is a crashed client: its handle is
-	// crashed (watchdogs stop, nothing is released) and the next process
-	// gets a new one, with a new owner id.
-	NewLock func(process int) (locks.Lock, error)
-	// Store is this client's own connection to the protected register.
-	Store *Store
+	// Open starts a process of the client: its own connections (to the lock
+	// nodes and the store) and its own handle on the lock under test. A
+	// retired process is a dead one: its connections are closed (a
+	// watchdog's renewals fail, nothing is released) and the next process
+	// opens new ones, with a new owner id.
+	Open func(process int) (Process, error)
 	// Clock is the clock its lock reads, to turn ValidUntil into harness time.
 	Clock locks.Clock
+}
+
+// Process is what one process of a client works with.
+type Process struct {
+	Lock locks.Lock
+	// Store is the process's own connection to the protected register.
+	Store *Store
+	// Close ends every connection of the process.
+	Close func()
 }
 
 // Options configures the register workload.
@@ -59,7 +78,7 @@ type Options struct {
 	// (before the write): long enough, waiters queue up and the order in
 	// which they are served says something (S5).
 	Hold time.Duration
-	// Gate may pause or crash a client at a point (nil: never).
+	// Gate may pause or crash a client (nil: never).
 	Gate Gate
 }
 
@@ -82,12 +101,12 @@ func Register(stop, abort context.Context, rec *history.Recorder, o Options) err
 				}
 			}()
 			w := &worker{rec: rec, o: &o, c: c, client: i, process: i}
-			if err := w.newLock(); err != nil {
+			if err := w.open(); err != nil {
 				errs <- err
 				return
 			}
 			w.loop(stop, abort)
-			w.crashLock()
+			w.p.Close()
 		}()
 	}
 	wg.Wait()
@@ -99,8 +118,13 @@ func Register(stop, abort context.Context, rec *history.Recorder, o Options) err
 		return nil
 	}
 	p := rec.NewProcess()
+	final, err := o.Clients[0].Open(p)
+	if err != nil {
+		return fmt.Errorf("process %d: %w", p, err)
+	}
+	defer final.Close()
 	inv := rec.Invoke(p, history.Read, o.Register, nil)
-	v, err := o.Clients[0].Store.Read(abort, o.Register)
+	v, err := final.Store.Read(abort, o.Register)
 	if err != nil {
 		rec.Complete(inv, history.Info, nil, err)
 		return nil
@@ -115,33 +139,44 @@ type worker struct {
 	c       Client
 	client  int
 	process int
-	lock    locks.Lock
+	p       Process
 }
 
-func (w *worker) newLock() error {
-	l, err := w.c.NewLock(w.process)
+func (w *worker) open() error {
+	p, err := w.c.Open(w.process)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", w.process, err)
 	}
-	w.lock = l
+	w.p = p
 	return nil
 }
 
-// crashLock stops the handle's background work as a dying process would.
-func (w *worker) crashLock() {
-	if c, ok := w.lock.(locks.Crasher); ok {
-		c.Crash()
+// retire ends the process, as dead, after an unknown outcome or a crash,
+// and goes on as a new one.
+func (w *worker) retire() {
+	w.p.Close()
+	w.process = w.rec.NewProcess()
+	if err := w.open(); err != nil {
+		panic(err) // the same factory opened the first one: a harness bug
 	}
 }
 
-// retire gives the client a new process id, and a new lock handle, after
-// an unknown outcome.
-func (w *worker) retire() {
-	w.crashLock()
-	w.process = w.rec.NewProcess()
-	if err := w.newLock(); err != nil {
-		panic(err) // the same factory built the first one: a harness bug
+// errCrashed is the completion of an op whose process the nemesis killed.
+var errCrashed = errors.New("process crashed by the nemesis")
+
+// dead reports whether the nemesis killed the current process: whatever
+// its op returned, the outcome is unknown.
+func (w *worker) dead() bool { return w.o.Gate != nil && w.o.Gate.Dead(w.process) }
+
+// lockOp runs a lock op with the gate told of it, and reports whether the
+// process died meanwhile.
+func (w *worker) lockOp(f string, op func() error) (crashed bool, err error) {
+	if w.o.Gate == nil {
+		return false, op()
 	}
+	w.o.Gate.Begin(w.client, w.process, f)
+	err = op()
+	return w.o.Gate.End(w.client, w.process), err
 }
 
 func (w *worker) loop(stop, abort context.Context) {
@@ -163,8 +198,13 @@ func (w *worker) loop(stop, abort context.Context) {
 func (w *worker) cycle(ctx context.Context) {
 	key, reg := w.o.Key, w.o.Register
 	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
-	lease, err := w.lock.Acquire(ctx, key)
+	var lease locks.Lease
+	crashed, err := w.lockOp(history.Acquire, func() (err error) { lease, err = w.p.Lock.Acquire(ctx, key); return err })
 	switch {
+	case crashed:
+		w.rec.Complete(inv, history.Info, nil, errCrashed)
+		w.retire()
+		return
 	case errors.Is(err, locks.ErrNotAcquired):
 		w.rec.Complete(inv, history.Fail, nil, err)
 		return
@@ -180,8 +220,9 @@ func (w *worker) cycle(ctx context.Context) {
 	w.rec.Complete(inv, history.OK, val, nil)
 
 	inv = w.rec.Invoke(w.process, history.Read, reg, nil)
-	r, err := w.c.Store.Read(ctx, reg)
-	if err != nil {
+	r, err := w.p.Store.Read(ctx, reg)
+	if err != nil || w.dead() {
+		err = cmp.Or(err, errCrashed)
 		w.rec.Complete(inv, history.Info, nil, err)
 		w.retire()
 		return
@@ -202,8 +243,12 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 
 	inv = w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(r + 1), Fence: lease.Fence})
-	err = w.c.Store.Write(ctx, reg, r+1, lease.Fence)
+	err = w.p.Store.Write(ctx, reg, r+1, lease.Fence)
 	switch {
+	case w.dead():
+		w.rec.Complete(inv, history.Info, nil, cmp.Or(err, errCrashed))
+		w.retire()
+		return
 	case errors.Is(err, errStale):
 		w.rec.Complete(inv, history.Fail, nil, err)
 	case err != nil:
@@ -222,8 +267,11 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 
 	inv = w.rec.Invoke(w.process, history.Release, key, &history.Value{Token: lease.Token})
-	err = w.lock.Release(ctx, lease)
+	crashed, err = w.lockOp(history.Release, func() error { return w.p.Lock.Release(ctx, lease) })
 	switch {
+	case crashed:
+		w.rec.Complete(inv, history.Info, nil, errCrashed)
+		w.retire()
 	case err == nil:
 		w.rec.Complete(inv, history.OK, nil, nil)
 	case errors.Is(err, locks.ErrNotHeld):

@@ -15,7 +15,8 @@ import (
 	"github.com/locktorture/locktorture/workloads"
 )
 
-// A client that dies between SETNX and EXPIRE: its acquire is info, its
+// A client that dies between SETNX and EXPIRE, caught by a command trap on
+// its connections (the lock calls nothing): its acquire is info, its
 // process retired (never heard of again), and the key stays as Redis has
 // it, with no TTL.
 func TestClientCrashMidProtocol(t *testing.T) {
@@ -28,19 +29,21 @@ func TestClientCrashMidProtocol(t *testing.T) {
 	lockNode, storeNode := cl.Nodes()[0], cl.Nodes()[1]
 	rec := history.NewRecorder(nil, 2)
 	gate := nemesis.NewGate(rec)
-	gate.Arm(nemesis.Trap{Point: locks.PointAfterSetNX, Client: nemesis.AnyClient, Crash: true})
+	gate.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true},
+		Client: nemesis.AnyClient, Crash: true})
 	o := workloads.Options{Key: "lock", Register: "register", Gate: gate}
 	for i := 0; i < 2; i++ {
-		lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
-		sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
-		defer lc.Close()
-		defer sc.Close()
 		o.Clients = append(o.Clients, workloads.Client{
-			Store: workloads.NewStore(sc), Clock: locks.SystemClock{},
-			NewLock: func(process int) (locks.Lock, error) {
-				return locks.New("setnx-expire", locks.Config{Clients: []*redis.Client{lc}, TTL: time.Second,
-					Wait:  100 * time.Millisecond,
-					Point: func(ctx context.Context, p string) error { return gate.At(ctx, i, process, p) }})
+			Clock: locks.SystemClock{},
+			Open: func(process int) (workloads.Process, error) {
+				lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
+				sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
+				lc.AddHook(gate.Hook(i, process, true))
+				sc.AddHook(gate.Hook(i, process, false))
+				l, err := locks.New("setnx-expire", locks.Config{Clients: []*redis.Client{lc}, TTL: time.Second,
+					Wait: 100 * time.Millisecond})
+				return workloads.Process{Lock: l, Store: workloads.NewStore(sc),
+					Close: func() { lc.Close(); sc.Close() }}, err
 			},
 		})
 	}

@@ -191,6 +191,13 @@ func printList(w io.Writer) {
 	for _, n := range scenario.Names() {
 		s, _ := scenario.Lookup(n)
 		fmt.Fprintf(w, "  %-18s %s\n", n, s.Story)
+		if len(s.Requires) > 0 {
+			var needs []string
+			for _, e := range s.Requires {
+				needs = append(needs, e.String())
+			}
+			fmt.Fprintf(w, "  %-18s   needs (else vacuous): %s\n", "", strings.Join(needs, "; "))
+		}
 		for _, l := range s.Locks() {
 			fmt.Fprintf(w, "  %-18s   %-18s expect %s\n", "", l, s.Expect[l])
 		}
@@ -203,6 +210,7 @@ func printList(w io.Writer) {
 			broken = " [BROKEN ON PURPOSE]"
 		}
 		fmt.Fprintf(w, "  %-18s %s%s\n", n, info.Summary, broken)
+		fmt.Fprintf(w, "  %-18s claims its promise under: %s\n", "", info.ClaimList())
 	}
 }
 

@@ -1,0 +1,199 @@
+package nemesis
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Command selects a command boundary on a client's connections: where a
+// trap springs without any call from the lock, so a library or a user's own
+// lock meets the fault exactly as the built-in locks do. The fields are
+// data, ANDed; a zero field matches anything.
+type Command struct {
+	// In is the lock op the client is in when the command is sent:
+	// history.Acquire, history.Release, or "" for any (a watchdog's
+	// renewal between ops included).
+	In string
+	// Match is one or more alternatives separated by "|", each a command
+	// name followed by arguments it must carry, case-insensitive:
+	// "SETNX|SET NX", "EVAL|EVALSHA", "DEL". Empty: any command.
+	Match string
+	// After requires the command just before this one, in the same op and
+	// on the same key, to match this (same syntax): "GET" with Match "DEL"
+	// is the DEL of a compare-then-delete written as two commands.
+	After string
+	// Nth springs on the Nth command of the op that matches (1-based);
+	// 0 springs on every match.
+	Nth int
+	// Reply springs after the reply arrived and before the lock sees it
+	// (the client reads its replies late, K6); otherwise before the command
+	// is written (it leaves late, or never).
+	Reply bool
+	// Succeeded springs only on a reply that is neither an error nor nil,
+	// zero or false: the SETNX that took the key, not the one refused.
+	Succeeded bool
+}
+
+// String says where the trap stands, in the words the history records.
+func (c Command) String() string {
+	var b strings.Builder
+	if c.Reply {
+		b.WriteString("reply of ")
+	}
+	switch {
+	case c.Nth > 0:
+		fmt.Fprintf(&b, "command #%d matching ", c.Nth)
+	default:
+		b.WriteString("any command matching ")
+	}
+	b.WriteString(orAny(c.Match))
+	if c.After != "" {
+		fmt.Fprintf(&b, " right after %s on the same key", c.After)
+	}
+	if c.In != "" {
+		fmt.Fprintf(&b, " in %s", c.In)
+	}
+	if c.Succeeded {
+		b.WriteString(" that succeeded")
+	}
+	return b.String()
+}
+
+func orAny(s string) string {
+	if s == "" {
+		return "*"
+	}
+	return s
+}
+
+// sent is one command a client sent during an op: its name and arguments
+// in lower case, and the key it is about.
+type sent struct {
+	args []string
+	key  string
+}
+
+func newSent(cmd redis.Cmder) sent {
+	raw := cmd.Args()
+	args := make([]string, len(raw))
+	for i, a := range raw {
+		args[i] = strings.ToLower(fmt.Sprint(a))
+	}
+	return sent{args: args, key: commandKey(args)}
+}
+
+// commandKey is the first key a command names: the argument after the name,
+// or after the script and the key count for EVAL, EVALSHA and FCALL.
+func commandKey(args []string) string {
+	if len(args) < 2 {
+		return ""
+	}
+	switch args[0] {
+	case "eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro":
+		if len(args) > 3 && args[2] != "0" {
+			return args[3]
+		}
+		return ""
+	}
+	return args[1]
+}
+
+// matches reports whether s fits spec ("SETNX|SET NX"): its name is the
+// first word of an alternative and it carries every other word as an
+// argument after the key.
+func (s sent) matches(spec string) bool {
+	if spec == "" {
+		return true
+	}
+	for _, alt := range strings.Split(strings.ToLower(spec), "|") {
+		words := strings.Fields(alt)
+		if len(words) == 0 || len(s.args) == 0 || words[0] != s.args[0] {
+			continue
+		}
+		ok := true
+		for _, w := range words[1:] {
+			found := false
+			for _, a := range s.args[1:] {
+				if a == w {
+					found = true
+					break
+				}
+			}
+			ok = ok && found
+		}
+		if ok {
+			return true
+		}
+	}
+	return false
+}
+
+// selects reports whether the command at index i of an op's commands is
+// where c springs; op is the op the client is in.
+func (c Command) selects(op string, cmds []sent, i int) bool {
+	if c.In != "" && c.In != op {
+		return false
+	}
+	s := cmds[i]
+	if !s.matches(c.Match) {
+		return false
+	}
+	if c.After != "" {
+		prev := -1
+		for j := i - 1; j >= 0; j-- {
+			if cmds[j].key == s.key {
+				prev = j
+				break
+			}
+		}
+		if prev < 0 || !cmds[prev].matches(c.After) {
+			return false
+		}
+	}
+	if c.Nth > 0 {
+		n := 0
+		for j := 0; j <= i; j++ {
+			if cmds[j].matches(c.Match) {
+				n++
+			}
+		}
+		if n != c.Nth {
+			return false
+		}
+	}
+	return true
+}
+
+// succeeded reports whether a reply says the command did what it asked:
+// no error, not nil, not 0 and not false.
+func succeeded(cmd redis.Cmder) bool {
+	if cmd.Err() != nil {
+		return false
+	}
+	switch c := cmd.(type) {
+	case *redis.BoolCmd:
+		return c.Val()
+	case *redis.IntCmd:
+		return c.Val() != 0
+	case *redis.StatusCmd:
+		return c.Val() != ""
+	case *redis.StringCmd:
+		return c.Val() != ""
+	case *redis.Cmd:
+		v, err := c.Result()
+		if errors.Is(err, redis.Nil) || v == nil {
+			return false
+		}
+		switch x := v.(type) {
+		case int64:
+			return x != 0
+		case bool:
+			return x
+		}
+		return true
+	}
+	return true
+}

@@ -1,0 +1,271 @@
+package nemesis
+
+import (
+	"context"
+	"net"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Hook returns the go-redis hook for one process of client; the harness
+// adds it to every Redis client it hands that process. Through it:
+//
+//   - every connection the client dials is the gate's: while the client is
+//     paused nothing is written and no reply is handed up (pub/sub and
+//     pipelines included), and the connection's deadlines move on by the
+//     pause, as a frozen process's timers do; when the process is killed,
+//     its connections close and no new one opens;
+//   - with traps, every command boundary (before a command is written,
+//     after its reply arrived and before the caller sees it) is a place
+//     where armed command traps spring.
+//
+// traps is false for connections that are not the lock's (the protected
+// store's): they freeze and die with the client, but no trap selects them.
+func (g *Gate) Hook(client, process int, traps bool) redis.Hook {
+	return &hook{g: g, client: client, process: process, traps: traps}
+}
+
+type hook struct {
+	g       *Gate
+	client  int
+	process int
+	traps   bool
+}
+
+func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if h.g.Dead(h.process) {
+			return nil, ErrCrashed
+		}
+		c, err := next(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		fc := &frozenConn{Conn: c, g: h.g, client: h.client, process: h.process}
+		h.g.mu.Lock()
+		dead := h.g.dead[h.process]
+		if !dead {
+			if h.g.conns[h.process] == nil {
+				h.g.conns[h.process] = map[*frozenConn]bool{}
+			}
+			h.g.conns[h.process][fc] = true
+		}
+		h.g.mu.Unlock()
+		if dead {
+			_ = c.Close()
+			return nil, ErrCrashed
+		}
+		return fc, nil
+	}
+}
+
+func (h *hook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.around(ctx, []redis.Cmder{cmd}, func(ctx context.Context) error { return next(ctx, cmd) })
+	}
+}
+
+func (h *hook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.around(ctx, cmds, func(ctx context.Context) error { return next(ctx, cmds) })
+	}
+}
+
+// around runs send for cmds with the gate standing before they are written
+// and after their replies arrived.
+func (h *hook) around(ctx context.Context, cmds []redis.Cmder, send func(context.Context) error) error {
+	if h.g.Dead(h.process) {
+		return crashed(cmds)
+	}
+	if !h.traps {
+		return send(ctx)
+	}
+	at := h.g.sending(h.client, h.process, cmds)
+	for i, cmd := range cmds {
+		if err := h.g.boundary(ctx, h.client, h.process, cmd, at[i], false); err != nil {
+			return crashed(cmds)
+		}
+	}
+	err := send(ctx)
+	for i, cmd := range cmds {
+		if err := h.g.boundary(ctx, h.client, h.process, cmd, at[i], true); err != nil {
+			return crashed(cmds)
+		}
+	}
+	return err
+}
+
+func crashed(cmds []redis.Cmder) error {
+	for _, c := range cmds {
+		c.SetErr(ErrCrashed)
+	}
+	return ErrCrashed
+}
+
+// sending notes cmds as sent by client in its current op and returns the
+// place of each among the op's commands; -1 for a command of a process
+// that is no longer the client's current one (a retired process's
+// goroutine), which no trap selects.
+func (g *Gate) sending(client, process int, cmds []redis.Cmder) []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	s := g.clients[client]
+	if s == nil {
+		s = &clientState{process: process}
+		g.clients[client] = s
+	}
+	at := make([]int, len(cmds))
+	for i, c := range cmds {
+		at[i] = -1
+		if s.process == process {
+			at[i] = len(s.cmds)
+			s.cmds = append(s.cmds, newSent(c))
+		}
+	}
+	return at
+}
+
+// boundary springs the first armed command trap that selects the command at
+// place i of client's op, before it is written or after its reply.
+func (g *Gate) boundary(ctx context.Context, client, process int, cmd redis.Cmder, i int, reply bool) error {
+	g.mu.Lock()
+	s := g.clients[client]
+	var op string
+	var cmds []sent
+	if s != nil && s.process == process && i >= 0 && i < len(s.cmds) {
+		op, cmds = s.op, s.cmds[:i+1]
+	}
+	g.mu.Unlock()
+	if cmds == nil {
+		return nil
+	}
+	t, ok := g.take(client, func(t Trap) bool {
+		c := t.Command
+		return c != nil && c.Reply == reply && c.selects(op, cmds, i) && (!c.Succeeded || succeeded(cmd))
+	})
+	if !ok {
+		return nil
+	}
+	// The command's own deadline (RedLock gives each node a few ms) must
+	// not cut the pause short: a frozen process does not watch its clocks.
+	return g.spring(context.WithoutCancel(ctx), t, client, process, t.Command.String()+" ("+cmds[i].args[0]+")")
+}
+
+// frozenConn is a client's connection as the gate lets it run: nothing
+// passes while the client is paused, and the deadlines go on by the time
+// it was paused, so a pause looks to the client as it would to a frozen
+// process: nothing happened meanwhile, its replies are simply late.
+type frozenConn struct {
+	net.Conn
+	g       *Gate
+	client  int
+	process int
+
+	mu            sync.Mutex
+	read, written time.Time
+	// reading and writing are true while a Read or Write is inside the
+	// socket, where a pause that starts cannot stop it.
+	reading, writing bool
+}
+
+func (c *frozenConn) Read(p []byte) (int, error) {
+	c.thaw(true)
+	c.busy(&c.reading, true)
+	n, err := c.Conn.Read(p)
+	c.busy(&c.reading, false)
+	c.thaw(true)
+	return n, err
+}
+
+func (c *frozenConn) Write(p []byte) (int, error) {
+	c.thaw(false)
+	c.busy(&c.writing, true)
+	defer c.busy(&c.writing, false)
+	return c.Conn.Write(p)
+}
+
+func (c *frozenConn) busy(flag *bool, on bool) {
+	c.mu.Lock()
+	*flag = on
+	c.mu.Unlock()
+}
+
+// Close closes the connection and takes it off the gate's books, so a
+// process its client closed (retired, or done at the end of a run) leaves
+// nothing for later pauses to walk through.
+func (c *frozenConn) Close() error {
+	c.g.mu.Lock()
+	if cs := c.g.conns[c.process]; cs != nil {
+		delete(cs, c)
+		if len(cs) == 0 {
+			delete(c.g.conns, c.process)
+		}
+	}
+	c.g.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// extend pushes back the deadline of a Read or Write already inside the
+// socket when a pause of d begins.
+func (c *frozenConn) extend(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reading && !c.read.IsZero() {
+		c.read = c.read.Add(d)
+		_ = c.Conn.SetReadDeadline(c.read)
+	}
+	if c.writing && !c.written.IsZero() {
+		c.written = c.written.Add(d)
+		_ = c.Conn.SetWriteDeadline(c.written)
+	}
+}
+
+// thaw waits out a pause and pushes the read (or write) deadline back by
+// it.
+func (c *frozenConn) thaw(read bool) {
+	waited := c.g.waitThaw(context.Background(), c.client)
+	if waited <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case read && !c.read.IsZero():
+		c.read = c.read.Add(waited)
+		_ = c.Conn.SetReadDeadline(c.read)
+	case !read && !c.written.IsZero():
+		c.written = c.written.Add(waited)
+		_ = c.Conn.SetWriteDeadline(c.written)
+	}
+}
+
+func (c *frozenConn) SetDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read, c.written = t, t
+	c.mu.Unlock()
+	return c.Conn.SetDeadline(t)
+}
+
+func (c *frozenConn) SetReadDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.read = t
+	c.mu.Unlock()
+	return c.Conn.SetReadDeadline(t)
+}
+
+func (c *frozenConn) SetWriteDeadline(t time.Time) error {
+	c.mu.Lock()
+	c.written = t
+	c.mu.Unlock()
+	return c.Conn.SetWriteDeadline(t)
+}
+
+// SyscallConn hands go-redis the socket for its health check (a peek for
+// a connection the far end closed), which it skips for connections that
+// do not offer one and would then reuse dead ones.
+func (c *frozenConn) SyscallConn() (syscall.RawConn, error) {
+	return c.Conn.(syscall.Conn).SyscallConn()
+}

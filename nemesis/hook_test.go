@@ -1,0 +1,241 @@
+package nemesis_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/nemesis"
+)
+
+// hooked is a client of process of client, on n1, with the gate's hook.
+func (e *env) hooked(g *nemesis.Gate, client, process int, timeout time.Duration) *redis.Client {
+	e.t.Helper()
+	c := cluster.NewClient(e.cl.Node("n1").Addr(), cluster.ClientOptions{Timeout: timeout})
+	c.AddHook(g.Hook(client, process, true))
+	e.t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// A whole-client pause freezes every connection of that client: a command
+// sent meanwhile is answered late, not timed out (its deadline moves on with
+// the pause, as a frozen process's would), pub/sub messages wait, and other
+// clients go on.
+func TestPausedClientFreezesItsConnections(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c0 := e.hooked(g, 0, 0, 200*time.Millisecond)
+	c1 := e.hooked(g, 1, 1, 200*time.Millisecond)
+	sub := c0.Subscribe(ctx, "ch")
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	msgs := sub.Channel()
+
+	g.PauseClient(0, 500*time.Millisecond)
+	start := time.Now()
+	if err := c1.Set(ctx, "other", 1, 0).Err(); err != nil || time.Since(start) > 100*time.Millisecond {
+		t.Fatalf("another client must go on: %v after %v", err, time.Since(start))
+	}
+	if err := c1.Publish(ctx, "ch", "hello").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c0.Set(ctx, "k", 1, 0).Err(); err != nil {
+		t.Fatalf("a paused client's command must be late, not failed (its 200 ms timeout moves with the pause): %v", err)
+	}
+	if took := time.Since(start); took < 450*time.Millisecond {
+		t.Fatalf("a paused client's command went through after %v", took)
+	}
+	select {
+	case m := <-msgs:
+		if took := time.Since(start); took < 450*time.Millisecond {
+			t.Fatalf("a paused client's pub/sub message arrived after %v", took)
+		}
+		if m.Payload != "hello" {
+			t.Fatalf("message %q", m.Payload)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the message never arrived after the pause")
+	}
+}
+
+// Command traps select by op, command, position, the command before, and
+// the reply, with no call from the code that sends the commands.
+func TestCommandTrapsSelect(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 0, time.Second)
+	var seen []string
+	mark := func(what string) func(context.Context, int, int) error {
+		return func(context.Context, int, int) error { seen = append(seen, what); return nil }
+	}
+	// The DEL of a GET-then-DEL release, and not a lone DEL.
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Release, Match: "DEL", After: "GET"}, Then: mark("get-del")})
+	// The reply of the second SET NX of an acquire, only when it took the key.
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Nth: 2, Reply: true, Succeeded: true}, Then: mark("second-set-nx")})
+
+	g.Begin(0, 0, history.Release)
+	c.Del(ctx, "a")
+	g.End(0, 0)
+	g.Begin(0, 0, history.Acquire)
+	c.SetNX(ctx, "b", 1, time.Second) // first SET NX
+	c.Set(ctx, "c", 1, 0)             // a SET without NX does not count
+	c.SetNX(ctx, "b", 1, time.Second) // second, refused: the key is there
+	g.End(0, 0)
+	if len(seen) != 0 {
+		t.Fatalf("traps sprang where they must not: %v", seen)
+	}
+	g.Begin(0, 0, history.Acquire)
+	c.SetNX(ctx, "d", 1, time.Second)
+	c.SetNX(ctx, "e", 1, time.Second) // second, and it takes the key
+	g.End(0, 0)
+	g.Begin(0, 0, history.Release)
+	c.Get(ctx, "e")
+	c.Del(ctx, "e")
+	g.End(0, 0)
+	if strings.Join(seen, ",") != "second-set-nx,get-del" {
+		t.Fatalf("traps sprang at %v", seen)
+	}
+}
+
+// A crash at a command kills the process: the command never leaves, its
+// connections close, no new one opens; the client's next process is alive.
+func TestCommandTrapCrashKillsTheProcess(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 7, time.Second)
+	g.Arm(nemesis.Trap{Client: nemesis.AnyClient, Command: &nemesis.Command{Match: "PEXPIRE"}, Crash: true})
+	if err := c.Set(ctx, "k", 1, 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PExpire(ctx, "k", time.Second).Err(); !errors.Is(err, nemesis.ErrCrashed) {
+		t.Fatalf("the trapped command: %v", err)
+	}
+	if ttl := e.direct("n1").PTTL(ctx, "k").Val(); ttl != -1 {
+		t.Fatalf("the PEXPIRE of a process that died before sending it reached Redis: PTTL %v", ttl)
+	}
+	if !g.Dead(7) {
+		t.Fatal("the gate does not know process 7 died")
+	}
+	if err := c.Get(ctx, "k").Err(); !errors.Is(err, nemesis.ErrCrashed) {
+		t.Fatalf("a dead process sent a command: %v", err)
+	}
+	next := e.hooked(g, 0, 8, time.Second)
+	if err := next.Get(ctx, "k").Err(); err != nil {
+		t.Fatalf("the client's next process: %v", err)
+	}
+}
+
+// CrashWaiter kills a client that has been inside an acquire for a while,
+// whatever its lock is doing meanwhile, and leaves the others alone.
+func TestCrashWaiterKillsAClientWaitingInAcquire(t *testing.T) {
+	rec := history.NewRecorder(nil, 0)
+	g := nemesis.NewGate(rec)
+	g.Begin(0, 10, history.Release)
+	g.Begin(1, 11, history.Acquire)
+	step := g.CrashWaiter(0, 50*time.Millisecond)
+	start := time.Now()
+	if err := step.Do(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if time.Since(start) < 50*time.Millisecond {
+		t.Fatal("killed a client that had not waited yet")
+	}
+	if g.Dead(10) || !g.Dead(11) {
+		t.Fatalf("dead: releasing process %v, waiting process %v", g.Dead(10), g.Dead(11))
+	}
+	if !g.End(1, 11) {
+		t.Fatal("End must report that the process died during its op")
+	}
+}
+
+// A pause sprung at a command lasts its whole length even when the command
+// carries a short deadline of its own (RedLock's per-node timeout).
+func TestCommandPauseOutlivesTheCommandsDeadline(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 0, time.Second)
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{Match: "SET NX", Reply: true}, Pause: 300 * time.Millisecond})
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	ok, err := c.SetNX(cctx, "k", 1, time.Second).Result()
+	if took := time.Since(start); took < 280*time.Millisecond {
+		t.Fatalf("the pause ended with the command's 20 ms deadline, after %v", took)
+	}
+	if err != nil || !ok {
+		t.Fatalf("the reply held back by the pause must still reach the caller: %v %v", ok, err)
+	}
+}
+
+// A pause that begins while a reply is still on its way: the read already
+// waiting in the socket does not time out during the pause (a frozen
+// process's timers do not fire), so a reply that comes later than the
+// command's own timeout, but within the pause, is read after it.
+func TestPauseStopsTheClockOfAReadUnderWay(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	l, err := e.cl.Node("n1").Link("c0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cs []*redis.Client
+	for p := 0; p < 2; p++ {
+		c := cluster.NewClient(l.Addr(), cluster.ClientOptions{Timeout: 100 * time.Millisecond, PoolSize: 1})
+		c.AddHook(g.Hook(0, p, true))
+		defer c.Close()
+		if err := c.Ping(ctx).Err(); err != nil { // dial before the latency
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	if err := l.SetLatencyDirection("downstream", 150*time.Millisecond, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs[0].Get(ctx, "k").Err(); err == nil || errors.Is(err, redis.Nil) {
+		t.Fatalf("the setup is wrong: with 150 ms of latency a 100 ms timeout must expire, got %v", err)
+	}
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		g.PauseClient(0, 300*time.Millisecond)
+	}()
+	start := time.Now()
+	if err := cs[1].Get(ctx, "k").Err(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("the read under way timed out during the pause: %v after %v", err, time.Since(start))
+	}
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("the reply reached the paused client after %v", took)
+	}
+}
+
+// A command of a retired process (its watchdog, still running) neither
+// springs a trap nor disturbs what the gate knows of the client's current
+// process.
+func TestStaleProcessLeavesTheCurrentOpAlone(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	old := e.hooked(g, 0, 1, time.Second)
+	cur := e.hooked(g, 0, 2, time.Second)
+	sprang := false
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Release, Match: "DEL", After: "GET"},
+		Then: func(context.Context, int, int) error { sprang = true; return nil }})
+	g.Begin(0, 2, history.Release)
+	cur.Get(ctx, "k")
+	old.Set(ctx, "other", 1, 0) // the old process's watchdog, between the GET and the DEL
+	old.Del(ctx, "k")
+	if sprang {
+		t.Fatal("a retired process's DEL sprang the current process's trap")
+	}
+	cur.Del(ctx, "k")
+	g.End(0, 2)
+	if !sprang {
+		t.Fatal("the current process's GET then DEL did not spring the trap")
+	}
+}

@@ -1,0 +1,183 @@
+package scenario
+
+import (
+	"context"
+
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// The seed articles' stories about what clients do wrong or suffer: a crash
+// mid-protocol (S1), skewed client clocks (S2), releases that hit someone
+// else's lock (S3, and a pause inside a release), watchdogs (S4) and queue
+// order (S5). Every fault here stands on the clients' connections or in the
+// workload, never in the lock's code.
+func init() {
+	add(Scenario{
+		Name:          "setnx-crash",
+		Story:         "S1: a client dies right after its SETNX took the key, before it can send EXPIRE (or, for one-command locks, inside its critical section).",
+		TimeLimitTTLs: 9, MinTimeLimitTTLs: 8,
+		Expect: expect(
+			"setnx-expire", Expectation{Outcome: Deadlock, Why: "the key was never given a TTL: nobody can ever take the lock again"},
+			[]string{"set-nx-px", "getset", "reentrant", "fair"}, Expectation{Outcome: Safe,
+				Why: "the dead client's lease runs out (TTL, timestamp, or a watchdog that died with it) and the others carry on"},
+		),
+		Requires: []Evidence{{F: "crash"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			// The reply that says the key was taken arrives, and the client
+			// dies before it sees it: whatever the lock meant to send next
+			// never leaves.
+			took := &nemesis.Command{In: history.Acquire, Match: "SETNX|SET NX", Reply: true, Succeeded: true}
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: took, Client: nemesis.AnyClient, Crash: true}),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Crash: true}),
+			}, nil
+		},
+	})
+
+	add(Scenario{
+		Name:          "getset-skew",
+		Story:         "S2: client 0's clock runs 3 TTLs ahead; the GETSET lock trusts client clocks, so client 0 sees live locks as expired and takes them.",
+		TimeLimitTTLs: 5, MinTimeLimitTTLs: 3,
+		// Holders work 0.1 TTL between read and write, so a stolen lock is
+		// stolen from someone mid-update: the theft corrupts the register on
+		// every run, not only when two 100 µs critical sections happen to
+		// interleave.
+		HoldTTLs: 0.1,
+		Expect: expect(
+			"getset", Expectation{Outcome: Unsafe, Why: "expiry is judged by each client's clock: a fast clock steals a live lock"},
+			[]string{"set-nx-px", "redlock", "fair", "mutex"}, Expectation{Outcome: Safe,
+				Why: "expiry is Redis's (set-nx-px), a constant skew does not change elapsed time (RedLock), the client clock only orders the waiter queue (fair), or no clock is read at all (mutex)"},
+		),
+		Requires: []Evidence{{F: "clock-skew"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{act(e.TTL, "skew client 0's clock +3 TTL", func(context.Context) error {
+				return e.Nemesis.SkewClient(e.Clocks[0], e.ttls(3))
+			})}, nil
+		},
+	})
+
+	add(Scenario{
+		Name: "unsafe-release",
+		Story: "S3: client 1's lease expires during a pause, client 2 takes the lock, client 1 wakes, writes and releases — " +
+			"with a plain DEL, client 2's lock — and client 3 takes it while client 2 still works.",
+		TimeLimitTTLs: 8, MinTimeLimitTTLs: 6,
+		Expect: expect(
+			ownerBlind, Expectation{Outcome: Unsafe, Show: []string{"foreign-release"},
+				Why: "an owner-blind DEL deletes whoever holds the lock now"},
+			[]string{"set-nx-px", "getset"}, Expectation{Outcome: Unsafe, Hide: []string{"foreign-release"},
+				Why: "K1 still happens, but the woken client's release is refused (compare-and-delete, or its own timestamp has expired)"},
+		),
+		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "stall", Target: workloads.BeforeRelease}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5),
+				// When the sleeper wakes, hold it back from its release a
+				// moment, and make the successor's critical section long, so
+				// the release lands while the successor holds the lock.
+				After: func(_ context.Context, client, _ int) error {
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeRelease, Client: client, Pause: e.ttls(0.2), Stall: true})
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6), Stall: true})
+					return nil
+				}})}, nil
+		},
+	})
+
+	add(Scenario{
+		Name: "paused-release",
+		Story: "A client is paused whole for 1.5 TTLs right after the first reply of its release; its lease lapses, a successor " +
+			"takes the lock and works; then whatever else the release sends goes out. A release written as two commands " +
+			"(GET, compare, DEL) deletes the successor's lock, and a third client gets in while the successor works.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
+		Expect: expect(
+			all(ownerChecked, ownerBlind, watchdogLocks, []string{"set-nx-px-fenced"}), Expectation{Outcome: Safe,
+				Why: "the release is one atomic command (or a script that checks the owner): once its first reply is back there is nothing left to go wrong"},
+		),
+		Requires: []Evidence{{F: "pause", Target: "in release"}, {F: "stall", Target: workloads.BeforeWrite}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			first := &nemesis.Command{In: history.Release, Nth: 1, Reply: true}
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: first, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
+				// The successor gets in once the paused client's lease lapses
+				// (+1 TTL) and works 0.8 TTL, inside its own lease, so it
+				// still holds the lock when the rest of the release lands
+				// (+1.5 TTL).
+				Then: func(context.Context, int, int) error {
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.8), Stall: true})
+					return nil
+				}})}, nil
+		},
+	})
+
+	add(Scenario{
+		Name: "watchdog",
+		Story: "S4: a watchdog lock's holder is paused whole for 2.5 TTLs (its watchdog stops with it); later another holder " +
+			"is cut off from the lock nodes while it works, so its renewals fail, and it keeps working.",
+		TimeLimitTTLs: 11, MinTimeLimitTTLs: 9,
+		Expect: expect(
+			all(watchdogLocks, []string{"set-nx-px"}), Expectation{Outcome: Unsafe,
+				Why: "a watchdog renews only while its process runs and reaches Redis: a lapsed holder that keeps working is a double holder"},
+		),
+		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "partition-start"}, {F: "partition-end"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)}),
+				e.Gate.ArmStep(e.ttls(5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true,
+					Then: func(_ context.Context, client, _ int) error {
+						return e.Nemesis.Partition(nemesis.Grudge{e.Clients[client]: e.Nodes})
+					},
+					After: func(context.Context, int, int) error { return e.Nemesis.Heal() }}),
+			}, nil
+		},
+	})
+	add(Scenario{
+		Name:          "watchdog-stall",
+		Story:         "S4 control: a holder's critical section is slow (2.5 TTLs) but its process lives and reaches Redis.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
+		Expect: expect(
+			watchdogLocks, Expectation{Outcome: Safe, Why: "the watchdog renews the lease while the holder works: what it is for"},
+			"set-nx-px", Expectation{Outcome: Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},
+			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex has no lease, so slow work only makes the others wait"},
+		),
+		Requires: []Evidence{{F: "stall", Target: workloads.BeforeWrite}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true})}, nil
+		},
+	})
+
+	add(Scenario{
+		Name: "fair-order",
+		Story: "S5: clients hold the lock 0.1 TTL each, so four wait behind every holder; waiters must be granted in " +
+			"arrival order.",
+		TimeLimitTTLs: 9, MinTimeLimitTTLs: 4,
+		Fairness: true,
+		// 50 ms inside at a 500 ms TTL: four clients queue behind each holder.
+		HoldTTLs: 0.1,
+		// A waiter timeout far beyond the run: the FairLock's waiter
+		// deadlines drift toward now by one hold per grant, and one that
+		// reached now would drop a live waiter (see the README's Findings);
+		// this story is about order, dead-waiter about the timeout.
+		WaiterTimeoutTTLs: 40,
+		Expect: expect(
+			"fair", Expectation{Outcome: Safe, Why: "Redisson's FairLock queue grants in arrival order"},
+			[]string{"reentrant", "set-nx-px"}, Expectation{Outcome: Unfair, Show: []string{"overtaken"},
+				Why: "whoever retries (or wakes) first wins: arrival order means nothing"},
+		),
+		Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil },
+	})
+
+	add(Scenario{
+		Name: "dead-waiter",
+		Story: "S5: clients queue as in fair-order; a client that has waited in acquire for 0.1 TTL dies; the queue must " +
+			"not stall longer than the dead waiter's timeout.",
+		TimeLimitTTLs: 9, MinTimeLimitTTLs: 7,
+		HoldTTLs: 0.1,
+		Expect: expect(
+			"fair", Expectation{Outcome: Safe, Why: "Redisson's FairLock drops a waiter silent past its timeout, so the queue moves again"},
+			[]string{"reentrant", "set-nx-px"}, Expectation{Outcome: Safe, Why: "nothing queues: a dead waiter holds nothing up"},
+		),
+		Requires: []Evidence{{F: "crash", Target: "waiting in acquire"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{e.Gate.CrashWaiter(e.ttls(3), e.ttls(0.1))}, nil
+		},
+	})
+}

@@ -1,0 +1,46 @@
+package scenario
+
+import (
+	"context"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// Replication: a lock written to a master that dies before it replicates
+// (F1).
+func init() {
+	add(Scenario{
+		Name: "failover",
+		Story: "F1: replication to the replica is cut; a client locks on the master; while it works in its critical section " +
+			"the master is killed and the replica promoted by hand; the others lock on the new master.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Topology: Topology{Replicated: true},
+		Expect: expect(
+			[]string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset"}, Expectation{Outcome: Unsafe, Show: []string{"promise-broken"},
+				Why: "asynchronous replication loses the lock with the master: a second client gets it while the first is within its validity"},
+			[]string{"reentrant", "fair"}, Expectation{Outcome: Unsafe,
+				Why: "the lock hash dies with the master; the promoted replica never had it"},
+			"set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected},
+				Why: "the fencing counter is lost with the master too: the new master's tokens start again below the old ones, so the store rejects every new holder's write, and only the store's own check keeps it safe"},
+			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
+		),
+		Requires: []Evidence{{F: "kill"}, {F: "promote"}, {F: "partition-start"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			repl := cluster.ReplicationPeer(e.Replica)
+			return nemesis.Schedule{
+				act(0, "cut replication", func(context.Context) error {
+					return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
+				}),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+					Then: func(ctx context.Context, _, _ int) error {
+						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
+							return err
+						}
+						return e.Nemesis.Promote(ctx, e.Primary, e.Replica)
+					}}),
+			}, nil
+		},
+	})
+}

@@ -1,0 +1,90 @@
+package scenario
+
+import (
+	"context"
+
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// The baseline and Kleppmann's stories about leases: a holder that outlives
+// its lease (K1), a write that does (K2), and the fencing that survives both
+// (K3).
+func init() {
+	add(Scenario{
+		Name:          "baseline",
+		Story:         "No faults. Every lock must keep mutual exclusion and make progress; a checker that flags this run is broken.",
+		TimeLimitTTLs: 4, MinTimeLimitTTLs: 1, // no story to play out
+		// Every lock, the broken ones too: each breaks only under its fault.
+		Expect: expect(locks.Names(), Expectation{Outcome: Safe, Why: "no fault, no violation: a positive here is a harness bug"},
+			"none", Expectation{Outcome: Unsafe, Show: []string{"double-holder"},
+				Why: "the control that locks nothing: if the checkers do not see two holders here, they see nothing"}),
+		Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil },
+	})
+
+	pausedHolder := func(e *Env) (nemesis.Schedule, error) {
+		// Warm up one TTL, then stop the next client to reach the write
+		// for 2.5 TTLs, whole (connections, watchdog and all), as a GC
+		// pause would.
+		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)})}, nil
+	}
+	pausedHolderRequires := []Evidence{{F: "pause", Target: workloads.BeforeWrite}}
+	k1 := expect(
+		all(ownerChecked, watchdogLocks), Expectation{Outcome: Unsafe, Hide: []string{"promise-broken"},
+			Why: "no lease stops a paused holder: its lease lapses, a successor writes, the holder wakes and writes too (Kleppmann); the lock kept its own promise, the client did not"},
+		ownerBlind, Expectation{Outcome: Unsafe,
+			Why: "as for every lease (Kleppmann); and when the woken holder's plain DEL lands while someone holds the lock, it deletes that lock and the lock breaks its own promise too (S3): timing decides, so that is neither required nor forbidden here"},
+		"set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected}, Hide: []string{"promise-broken"},
+			Why: "the lease is outlived just the same, but the store rejects the woken holder's stale token (Kleppmann's fencing)"},
+		"mutex", Expectation{Outcome: Safe,
+			Why: "the control: a mutex between goroutines has no lease to lapse, so a paused holder keeps it and the others wait"},
+	)
+	add(Scenario{
+		Name: "paused-holder",
+		Story: "K1 (Kleppmann 2016): a client holding the lock pauses inside its critical section (a GC pause) " +
+			"longer than the TTL; the lease expires, another client takes the lock and writes; the first wakes and writes too.",
+		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
+		Expect:   k1,
+		Requires: pausedHolderRequires,
+		Schedule: pausedHolder,
+	})
+
+	add(Scenario{
+		Name: "delayed-write",
+		Story: "K2 (Kleppmann 2016): client 0's requests to the protected store are delayed in the network (0.75 TTL each way out) " +
+			"so its write lands after its lease expired and a successor wrote.",
+		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
+		Expect: expect(
+			ownerChecked, Expectation{Outcome: Unsafe, Hide: []string{"promise-broken"},
+				Why: "the write outlives the lease in the network, where no client-side check can see it (Kleppmann)"},
+			ownerBlind, Expectation{Outcome: Unsafe,
+				Why: "the write outlives the lease (Kleppmann); the late client's plain DEL may also delete a successor's lock, breaking the lock's own promise (S3), as timing decides"},
+			"set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected},
+				Why: "the late write carries a stale token and the store rejects it"},
+			watchdogLocks, Expectation{Outcome: Safe,
+				Why: "the holder's process is alive and reaches Redis, so its watchdog keeps renewing while the write is delayed: nobody else gets the lock (only a pause of the whole process, K1, defeats it)"},
+			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex has no lease, so a slow write only makes the others wait"},
+		),
+		Requires: []Evidence{{F: "latency-start", Target: "store"}, {F: "latency-end", Target: "store"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			peer := e.Clients[0]
+			return nemesis.Schedule{
+				act(e.TTL, "delay client 0's requests to the store", func(context.Context) error {
+					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.ttls(0.75), 0)
+				}),
+				act(e.ttls(5), "end the delay", func(context.Context) error { return e.Nemesis.Latency(peer, "store", 0, 0) }),
+			}, nil
+		},
+	})
+
+	add(Scenario{
+		Name:          "fencing",
+		Story:         "K3 (Kleppmann 2016): K1 with a store that rejects tokens not greater than the last it accepted.",
+		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
+		Expect: expect("set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected}, Hide: []string{"stale-write"},
+			Why: "two clients believe they hold the lock, but tokens strictly increase and the store keeps itself consistent"}),
+		Requires: pausedHolderRequires,
+		Schedule: pausedHolder,
+	})
+}

@@ -1,0 +1,121 @@
+package scenario
+
+import (
+	"context"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// redlockLocks are the locks the RedLock stories judge.
+var redlockLocks = []string{"redlock", "redlock-novalidity"}
+
+// redlockSplit is K4/K5's partition: client 0 reaches n1..n3, client 1
+// reaches n3..n5; n3 (C) is the one node they share.
+func redlockSplit(e *Env) nemesis.Grudge {
+	return nemesis.Grudge{e.Clients[0]: {"n4", "n5"}, e.Clients[1]: {"n1", "n2"}}
+}
+
+// The arguments about RedLock: Kleppmann's clock jump (K4) and crash-restart
+// (K5) with antirez's two mitigations, and antirez's late replies (K6).
+func init() {
+	brokenPromise := Expectation{Outcome: Unsafe, Show: []string{"promise-broken"},
+		Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
+	add(Scenario{
+		Name: "redlock-clock-jump",
+		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While client 0 holds A,B,C, " +
+			"C's clock jumps 10 TTLs forward and C drops the key; client 1 locks C,D,E.",
+		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Topology: Topology{Clock: true},
+		Expect:   expect(redlockLocks, brokenPromise),
+		Requires: []Evidence{{F: "clock-bump", Target: "n3"}, {F: "partition-start"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{
+				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+					Then: func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.ttls(10)) }}),
+			}, nil
+		},
+	})
+
+	crashRestart := func(delayTTLs float64) func(*Env) (nemesis.Schedule, error) {
+		return func(e *Env) (nemesis.Schedule, error) {
+			delay := e.ttls(delayTTLs)
+			return nemesis.Schedule{
+				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+					Then: func(ctx context.Context, _, _ int) error {
+						if err := e.Nemesis.KillNode("n3"); err != nil {
+							return err
+						}
+						if delay == 0 {
+							return e.Nemesis.RestartNode(ctx, "n3", 0)
+						}
+						go func() { _ = e.Nemesis.RestartNode(context.WithoutCancel(ctx), "n3", delay) }()
+						return nil
+					}}),
+			}, nil
+		}
+	}
+	crashRestartRequires := []Evidence{{F: "kill", Target: "n3"}, {F: "restart", Target: "n3"}, {F: "partition-start"}}
+	add(Scenario{
+		Name: "redlock-crash-restart",
+		Story: "K5 (Kleppmann 2016): client 0 holds A,B,C; C is killed and restarts at once without the key (no persistence); " +
+			"client 1 locks C,D,E.",
+		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Expect:   expect(redlockLocks, brokenPromise),
+		Requires: crashRestartRequires,
+		Schedule: crashRestart(0),
+	})
+	add(Scenario{
+		Name:          "redlock-crash-restart-delayed",
+		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but C restarts only after 2 TTLs, when every lease it held has expired.",
+		ExactClients:  2,
+		TimeLimitTTLs: 7, MinTimeLimitTTLs: 4,
+		Expect: expect(redlockLocks, Expectation{Outcome: Safe,
+			Why: "a node that stays down longer than the TTL cannot grant a key some client still holds (antirez's delayed restart)"}),
+		Requires: crashRestartRequires,
+		Schedule: crashRestart(2),
+	})
+	add(Scenario{
+		Name:          "redlock-crash-restart-fsync",
+		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but every node runs appendfsync always, so C restarts with the key.",
+		ExactClients:  2,
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Topology: Topology{Persistence: cluster.AOFAlways},
+		Expect: expect(redlockLocks, Expectation{Outcome: Safe,
+			Why: "with fsync always the restarted node still holds the key (antirez's mitigation)"}),
+		Requires: crashRestartRequires,
+		Schedule: crashRestart(0),
+	})
+
+	add(Scenario{
+		Name: "redlock-paused-replies",
+		Story: "K6 (antirez 2016): client 1 sends SET to every node, all say OK, and it pauses for 1.5 TTLs before reading the replies; " +
+			"its keys expire, client 2 locks every node and works; client 1 reads its OKs while client 2 still holds the lock.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
+		Expect: expect(
+			"redlock", Expectation{Outcome: Safe, Why: "the elapsed-time check after acquisition sees the TTL has passed and gives the lock up (antirez)"},
+			"redlock-novalidity", Expectation{Outcome: Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"},
+		),
+		Requires: []Evidence{{F: "pause", Target: "reply of"}, {F: "stall", Target: workloads.BeforeWrite}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			// The trap stands on the client's connections, not in the lock:
+			// when the reply to the SET NX sent to the last node arrives
+			// with OK (every node was asked), the whole client freezes
+			// before the lock sees it, with the other replies waiting too.
+			last := &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Nth: len(e.Nodes), Reply: true, Succeeded: true}
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: last, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
+				// Nobody can lock until client 1's keys expire (+1 TTL); the
+				// first who does then works for 0.8 TTL, inside its own lease
+				// (+2 TTL), so it is still in its critical section when
+				// client 1 wakes (+1.5 TTL).
+				Then: func(context.Context, int, int) error {
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.8), Stall: true})
+					return nil
+				}})}, nil
+		},
+	})
+}
