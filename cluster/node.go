@@ -155,7 +155,7 @@ func (n *Node) Start(ctx context.Context) error {
 	cmd := exec.Command(n.bin, n.args...)
 	cmd.Dir = n.dir
 	cmd.Env = append(os.Environ(), n.env...)
-	if err := startProcess(cmd); err != nil {
+	if err := StartProcess(cmd); err != nil {
 		return fmt.Errorf("cluster: start node %s: %w", n.Name, err)
 	}
 	exited := make(chan struct{})

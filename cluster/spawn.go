@@ -25,7 +25,10 @@ type spawnRequest struct {
 	done chan error
 }
 
-func startProcess(cmd *exec.Cmd) error {
+// StartProcess starts cmd the way every child of the harness is started
+// (Redis nodes, and client workers): it dies with the harness, however the
+// harness dies, and a Ctrl-C on the terminal does not reach it.
+func StartProcess(cmd *exec.Cmd) error {
 	spawnOnce.Do(func() {
 		spawnReq = make(chan spawnRequest)
 		go func() {

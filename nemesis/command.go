@@ -76,11 +76,10 @@ type sent struct {
 	key  string
 }
 
-func newSent(cmd redis.Cmder) sent {
-	raw := cmd.Args()
+func newSent(raw []string) sent {
 	args := make([]string, len(raw))
 	for i, a := range raw {
-		args[i] = strings.ToLower(fmt.Sprint(a))
+		args[i] = strings.ToLower(a)
 	}
 	return sent{args: args, key: commandKey(args)}
 }
@@ -167,9 +166,9 @@ func (c Command) selects(op string, cmds []sent, i int) bool {
 	return true
 }
 
-// succeeded reports whether a reply says the command did what it asked:
-// no error, not nil, not 0 and not false.
-func succeeded(cmd redis.Cmder) bool {
+// Succeeded reports whether a reply says the command did what it asked:
+// no error, not nil, not 0 and not false (what Command.Succeeded selects).
+func Succeeded(cmd redis.Cmder) bool {
 	if cmd.Err() != nil {
 		return false
 	}

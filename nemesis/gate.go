@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/locktorture/locktorture/history"
@@ -72,7 +74,15 @@ type Gate struct {
 	clients    map[int]*clientState
 	dead       map[int]bool
 	conns      map[int]map[*frozenConn]bool
+	procs      map[int]*osProcess
 	err        error
+}
+
+// osProcess is a client process that runs as an OS process of its own.
+type osProcess struct {
+	client  int
+	p       *os.Process
+	stopped bool
 }
 
 // clientState is what the gate knows of a client's current lock op.
@@ -86,7 +96,53 @@ type clientState struct {
 // NewGate records its actions in rec.
 func NewGate(rec *history.Recorder) *Gate {
 	return &Gate{rec: rec, pauseUntil: map[int]time.Time{}, clients: map[int]*clientState{},
-		dead: map[int]bool{}, conns: map[int]map[*frozenConn]bool{}}
+		dead: map[int]bool{}, conns: map[int]map[*frozenConn]bool{}, procs: map[int]*osProcess{}}
+}
+
+// Attach tells the gate that process of client runs as OS process p (a
+// worker): from then on a pause of the client stops it with SIGSTOP and
+// resumes it with SIGCONT, so everything in it stops (timers, its
+// watchdog, the Go runtime), and a crash is SIGKILL, so nothing of it
+// survives and nothing needs its cooperation.
+func (g *Gate) Attach(client, process int, p *os.Process) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	op := &osProcess{client: client, p: p}
+	g.procs[process] = op
+	if time.Now().Before(g.pauseUntil[client]) {
+		g.stopLocked(op)
+	}
+}
+
+// Detach forgets process's OS process: it has exited.
+func (g *Gate) Detach(process int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.procs, process)
+}
+
+// stopLocked sends SIGSTOP and has SIGCONT follow when the client's pause
+// ends (however often it is extended meanwhile).
+func (g *Gate) stopLocked(op *osProcess) {
+	if op.stopped {
+		return
+	}
+	if err := op.p.Signal(syscall.SIGSTOP); err != nil {
+		return // it has exited: there is nothing to stop
+	}
+	op.stopped = true
+	var cont func()
+	cont = func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if rest := time.Until(g.pauseUntil[op.client]); rest > 0 {
+			time.AfterFunc(rest, cont)
+			return
+		}
+		op.stopped = false
+		_ = op.p.Signal(syscall.SIGCONT)
+	}
+	time.AfterFunc(time.Until(g.pauseUntil[op.client]), cont)
 }
 
 // Arm sets a trap; traps at one place spring in the order they were armed.
@@ -146,13 +202,20 @@ func (g *Gate) PauseClient(client int, d time.Duration) {
 	})
 }
 
-// freeze pauses client's connections for d. Reads and writes already under
-// way have their deadlines pushed back by d: a frozen process's pending
-// read does not time out (the others wait at their next Read or Write).
+// freeze pauses client for d: an OS process of its own is stopped; the
+// connections of one in this process freeze, and their reads and writes
+// already under way have their deadlines pushed back by d, so a frozen
+// process's pending read does not time out (the others wait at their next
+// Read or Write).
 func (g *Gate) freeze(client int, d time.Duration) {
 	g.mu.Lock()
 	if until := time.Now().Add(d); until.After(g.pauseUntil[client]) {
 		g.pauseUntil[client] = until
+	}
+	for _, op := range g.procs {
+		if op.client == client {
+			g.stopLocked(op)
+		}
 	}
 	var mine []*frozenConn
 	for _, cs := range g.conns {
@@ -214,6 +277,9 @@ func (g *Gate) kill(process int, target string) {
 	g.dead[process] = true
 	conns := g.conns[process]
 	delete(g.conns, process)
+	if op := g.procs[process]; op != nil {
+		_ = op.p.Kill() // it may have exited already
+	}
 	g.mu.Unlock()
 	for c := range conns {
 		_ = c.Conn.Close() // already off the books

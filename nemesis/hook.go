@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"sync"
 	"syscall"
@@ -83,19 +84,34 @@ func (h *hook) around(ctx context.Context, cmds []redis.Cmder, send func(context
 	if !h.traps {
 		return send(ctx)
 	}
-	at := h.g.sending(h.client, h.process, cmds)
-	for i, cmd := range cmds {
-		if err := h.g.boundary(ctx, h.client, h.process, cmd, at[i], false); err != nil {
+	args := make([][]string, len(cmds))
+	for i, c := range cmds {
+		args[i] = Args(c)
+	}
+	at := h.g.Sending(h.client, h.process, args)
+	for i := range cmds {
+		if err := h.g.Boundary(ctx, h.client, h.process, at[i], false, false); err != nil {
 			return crashed(cmds)
 		}
 	}
 	err := send(ctx)
 	for i, cmd := range cmds {
-		if err := h.g.boundary(ctx, h.client, h.process, cmd, at[i], true); err != nil {
+		if err := h.g.Boundary(ctx, h.client, h.process, at[i], true, Succeeded(cmd)); err != nil {
 			return crashed(cmds)
 		}
 	}
 	return err
+}
+
+// Args is a command's name and arguments as text, as a worker reports them
+// and command traps match them.
+func Args(cmd redis.Cmder) []string {
+	raw := cmd.Args()
+	args := make([]string, len(raw))
+	for i, a := range raw {
+		args[i] = fmt.Sprint(a)
+	}
+	return args
 }
 
 func crashed(cmds []redis.Cmder) error {
@@ -105,11 +121,13 @@ func crashed(cmds []redis.Cmder) error {
 	return ErrCrashed
 }
 
-// sending notes cmds as sent by client in its current op and returns the
-// place of each among the op's commands; -1 for a command of a process
+// Sending notes cmds (each a command's name and arguments) as about to be
+// written by process of client in its current op, and returns the place of
+// each among the op's commands, for Boundary; -1 for a command of a process
 // that is no longer the client's current one (a retired process's
-// goroutine), which no trap selects.
-func (g *Gate) sending(client, process int, cmds []redis.Cmder) []int {
+// goroutine), which no trap selects. The hook calls it for connections in
+// this process; a worker reports its commands through the harness.
+func (g *Gate) Sending(client, process int, cmds [][]string) []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	s := g.clients[client]
@@ -128,9 +146,12 @@ func (g *Gate) sending(client, process int, cmds []redis.Cmder) []int {
 	return at
 }
 
-// boundary springs the first armed command trap that selects the command at
-// place i of client's op, before it is written or after its reply.
-func (g *Gate) boundary(ctx context.Context, client, process int, cmd redis.Cmder, i int, reply bool) error {
+// Boundary springs the first armed command trap that selects the command at
+// place i (from Sending) of client's op: before it is written, or, with
+// reply, after its reply arrived, which succeeded or not (Succeeded). It
+// returns ErrCrashed when the trap killed the process: the command must not
+// go out, or its reply must not be seen.
+func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succeeded bool) error {
 	g.mu.Lock()
 	s := g.clients[client]
 	var op string
@@ -144,7 +165,7 @@ func (g *Gate) boundary(ctx context.Context, client, process int, cmd redis.Cmde
 	}
 	t, ok := g.take(client, func(t Trap) bool {
 		c := t.Command
-		return c != nil && c.Reply == reply && c.selects(op, cmds, i) && (!c.Succeeded || succeeded(cmd))
+		return c != nil && c.Reply == reply && c.selects(op, cmds, i) && (!c.Succeeded || succeeded)
 	})
 	if !ok {
 		return nil

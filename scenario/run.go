@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -22,6 +23,7 @@ import (
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/worker"
 	"github.com/locktorture/locktorture/workloads"
 )
 
@@ -50,6 +52,15 @@ type Options struct {
 	Custom *locks.Info
 	// Expect overrides the scenario's expectation for the lock.
 	Expect *Expectation
+	// ClientProcs runs every client process as an OS process of its own (a
+	// worker, see package worker), reaching Redis through its own links: a
+	// pause is SIGSTOP and a crash SIGKILL, with nothing left running.
+	ClientProcs bool
+	// Worker builds the command that starts a worker for the named lock
+	// (nil: this program again, which must call worker.ServeIfWorker
+	// first; a Custom lock needs a program that knows it, as locktest
+	// arranges).
+	Worker func(lock string) *exec.Cmd
 }
 
 // lockInfo is the lock the options name: Custom, or from the registry.
@@ -134,6 +145,8 @@ func Resolve(o Options) (Options, Scenario, error) {
 		return o, s, usagef("-time-limit %s: must be positive", o.TimeLimit)
 	case s.ExactClients > 0 && o.Clients != s.ExactClients:
 		return o, s, usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
+	case o.ClientProcs && s.Topology.Replicated:
+		return o, s, usagef("-client-procs: scenario %s follows a failover inside the harness's own clients, which a worker cannot yet do", s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
 		return o, s, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
@@ -257,7 +270,16 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 
-	procs := &processes{env: env, cl: cl, store: store, info: info,
+	var workerLog io.Writer
+	if o.ClientProcs {
+		f, err := os.Create(filepath.Join(dir, "workers.log"))
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		workerLog = f
+	}
+	procs := &processes{env: env, cl: cl, store: store, info: info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog,
 		lock: locks.Config{TTL: o.TTL, WaiterTimeout: s.waiterTimeout(o.TTL)},
 		// The store's timeout leaves room for the delays K2 puts on its links.
 		storeOpts: cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}}
@@ -280,16 +302,25 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	res.Schedule = sched.String()
 	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
 
-	stop, cancelStop := context.WithTimeout(ctx, o.TimeLimit)
+	// The time limit and the schedule start once every client is up.
+	stop, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
 	nemErr := make(chan error, 1)
-	go func() { nemErr <- sched.Run(stop) }()
-	if o.Progress != nil {
-		go reportProgress(stop, o, rec)
+	scheduled := false
+	wo.Ready = func() {
+		scheduled = true
+		time.AfterFunc(o.TimeLimit, cancelStop)
+		go func() { nemErr <- sched.Run(stop) }()
+		if o.Progress != nil {
+			go reportProgress(stop, o, rec)
+		}
 	}
 	werr := workloads.Register(stop, ctx, rec, wo)
 	cancelStop()
-	nerr := <-nemErr
+	var nerr error
+	if scheduled {
+		nerr = <-nemErr
+	}
 	procs.close()
 	cl.Close()
 	res.Ops = rec.Ops()
@@ -316,14 +347,23 @@ type processes struct {
 	info      locks.Info
 	lock      locks.Config // what every process's lock shares: TTL, waiter timeout
 	storeOpts cluster.ClientOptions
+	// workers: every process is a worker started by worker (nil: Self),
+	// writing to workerLog.
+	workers   bool
+	worker    func(lock string) *exec.Cmd
+	workerLog io.Writer
 
-	mu    sync.Mutex
-	conns []*redis.Client // every connection opened, for close
+	mu          sync.Mutex
+	conns       []*redis.Client // every connection opened, for close
+	workerProcs []*worker.Proc  // every worker started, for close
 }
 
 // opener opens the processes of client, whose wall clock is clock.
-func (p *processes) opener(client int, clock locks.Clock) func(process int) (workloads.Process, error) {
+func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process int) (workloads.Process, error) {
 	peer := p.env.Clients[client]
+	if p.workers {
+		return func(process int) (workloads.Process, error) { return p.startWorker(client, process, clock) }
+	}
 	return func(process int) (workloads.Process, error) {
 		var mine []*redis.Client
 		closeMine := func() {
@@ -371,6 +411,31 @@ func (p *processes) opener(client int, clock locks.Clock) func(process int) (wor
 	}
 }
 
+// startWorker starts process of client as a worker that reaches the lock
+// nodes and the store through the client's own links.
+func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock) (workloads.Process, error) {
+	peer := p.env.Clients[client]
+	h := worker.Hello{Lock: p.info.Name, TTLNS: int64(p.lock.TTL), WaitNS: int64(p.lock.Wait), WaiterTimeoutNS: int64(p.lock.WaiterTimeout),
+		StoreTimeoutNS: int64(p.storeOpts.Timeout), Owner: fmt.Sprintf("%s:%d", peer, process)}
+	for _, name := range append(slices.Clone(p.env.Nodes), p.store.Name) {
+		l, err := p.cl.Node(name).Link(peer)
+		if err != nil {
+			return workloads.Process{}, err
+		}
+		h.Nodes = append(h.Nodes, l.Addr())
+	}
+	h.Nodes, h.Store = h.Nodes[:len(h.Nodes)-1], h.Nodes[len(h.Nodes)-1]
+	w, err := worker.Start(context.Background(), worker.Options{Command: p.worker, Hello: h, Gate: p.env.Gate,
+		Client: client, Process: process, Clock: clock, Stderr: p.workerLog})
+	if err != nil {
+		return workloads.Process{}, err
+	}
+	p.mu.Lock()
+	p.workerProcs = append(p.workerProcs, w)
+	p.mu.Unlock()
+	return workloads.Process{Lock: w, Store: w, Close: w.Close}, nil
+}
+
 // close closes every connection any process opened.
 func (p *processes) close() {
 	p.mu.Lock()
@@ -379,6 +444,10 @@ func (p *processes) close() {
 		c.Close()
 	}
 	p.conns = nil
+	for _, w := range p.workerProcs {
+		w.Close()
+	}
+	p.workerProcs = nil
 }
 
 func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {

@@ -61,8 +61,9 @@ type Client struct {
 // Process is what one process of a client works with.
 type Process struct {
 	Lock locks.Lock
-	// Store is the process's own connection to the protected register.
-	Store *Store
+	// Store is the process's own way to the protected register: its own
+	// connection, or a worker's.
+	Store Resource
 	// Close ends every connection of the process.
 	Close func()
 }
@@ -80,6 +81,11 @@ type Options struct {
 	Hold time.Duration
 	// Gate may pause or crash a client (nil: never).
 	Gate Gate
+	// Ready, if set, is called once every client's first process is open
+	// and before any client starts: the time limit and the nemesis start
+	// from there, so a slow start (a worker process per client) takes
+	// nothing from the story's time.
+	Ready func()
 }
 
 // Register runs the increment workload: each client loops acquire → read
@@ -89,9 +95,35 @@ type Options struct {
 // under a new process id, as in Jepsen. After the clients stop, a fresh
 // process reads the register for the final count.
 func Register(stop, abort context.Context, rec *history.Recorder, o Options) error {
+	ws := make([]*worker, len(o.Clients))
+	var opened sync.WaitGroup
+	openErrs := make(chan error, len(o.Clients))
+	for i, c := range o.Clients {
+		ws[i] = &worker{rec: rec, o: &o, c: c, client: i, process: i}
+		opened.Add(1)
+		go func() {
+			defer opened.Done()
+			if err := ws[i].open(); err != nil {
+				openErrs <- err
+			}
+		}()
+	}
+	opened.Wait()
+	close(openErrs)
+	if err := <-openErrs; err != nil {
+		for _, w := range ws {
+			if w.p.Close != nil {
+				w.p.Close()
+			}
+		}
+		return err
+	}
+	if o.Ready != nil {
+		o.Ready()
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(o.Clients))
-	for i, c := range o.Clients {
+	for i, w := range ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -100,11 +132,6 @@ func Register(stop, abort context.Context, rec *history.Recorder, o Options) err
 					errs <- fmt.Errorf("client %d panicked: %v\n%s", i, r, debug.Stack())
 				}
 			}()
-			w := &worker{rec: rec, o: &o, c: c, client: i, process: i}
-			if err := w.open(); err != nil {
-				errs <- err
-				return
-			}
 			w.loop(stop, abort)
 			w.p.Close()
 		}()
@@ -249,7 +276,7 @@ func (w *worker) cycle(ctx context.Context) {
 		w.rec.Complete(inv, history.Info, nil, cmp.Or(err, errCrashed))
 		w.retire()
 		return
-	case errors.Is(err, errStale):
+	case errors.Is(err, ErrStale):
 		w.rec.Complete(inv, history.Fail, nil, err)
 	case err != nil:
 		w.rec.Complete(inv, history.Info, nil, err)

@@ -10,6 +10,15 @@ import (
 	"github.com/locktorture/locktorture/checker"
 )
 
+// Resource is the protected register as a client process reaches it.
+type Resource interface {
+	// Read returns the register's value (0 when never written).
+	Read(ctx context.Context, key string) (int64, error)
+	// Write sets the register; with fence > 0 the store checks the token
+	// and returns ErrStale when it is not greater than the last accepted.
+	Write(ctx context.Context, key string, v, fence int64) error
+}
+
 // Store is the protected resource: a register on its own Redis node, apart
 // from the lock nodes, that clients touch inside the critical section.
 type Store struct {
@@ -29,9 +38,9 @@ redis.call('SET', KEYS[2], ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1])
 return 1`)
 
-// errStale is returned by Write when the store refused a stale token; its
+// ErrStale is returned by Write when the store refused a stale token; its
 // text is what the resource checker counts.
-var errStale = errors.New(checker.ErrStaleFence)
+var ErrStale = errors.New(checker.ErrStaleFence)
 
 // Read returns the register's value (0 when never written).
 func (s *Store) Read(ctx context.Context, key string) (int64, error) {
@@ -43,7 +52,7 @@ func (s *Store) Read(ctx context.Context, key string) (int64, error) {
 }
 
 // Write sets the register. With fence > 0 the store checks the token and
-// returns errStale when it is not greater than the last accepted one.
+// returns ErrStale when it is not greater than the last accepted one.
 func (s *Store) Write(ctx context.Context, key string, v, fence int64) error {
 	if fence == 0 {
 		return s.c.Set(ctx, key, v, 0).Err()
@@ -53,7 +62,7 @@ func (s *Store) Write(ctx context.Context, key string, v, fence int64) error {
 		return err
 	}
 	if ok == 0 {
-		return errStale
+		return ErrStale
 	}
 	return nil
 }

@@ -22,9 +22,12 @@ import (
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/worker"
 )
 
 func main() {
+	// Started as a client worker (-client-procs): serve the lock, then exit.
+	worker.ServeIfWorker(locks.Lookup)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -44,11 +47,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		seed      = fs.Int64("seed", 0, "random seed, stored with the run (default: from the clock)")
 		out       = fs.String("out", "results", "results directory")
 		list      = fs.Bool("list", false, "list scenarios and locks, then exit")
+		procs     = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-client-procs] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -71,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 2
 	}
-	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout}
+	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout, ClientProcs: *procs}
 	if isTerminal(stdout) {
 		base.Progress = statusLine(stdout)
 	}

@@ -1,0 +1,200 @@
+package worker_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/worker"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// The test binary is its own worker.
+func TestMain(m *testing.M) {
+	worker.ServeIfWorker(locks.Lookup)
+	os.Exit(m.Run())
+}
+
+type env struct {
+	t     *testing.T
+	node  *cluster.Node
+	store *cluster.Node
+	gate  *nemesis.Gate
+	rec   *history.Recorder
+	redis *redis.Client // the harness's own look at the lock node
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := cluster.New(cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	n, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := history.Create(filepath.Join(t.TempDir(), "history.jsonl"), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rec.Close() })
+	c := cluster.NewClient(n.Addr(), cluster.ClientOptions{})
+	t.Cleanup(func() { c.Close() })
+	return &env{t: t, node: n, store: st, gate: nemesis.NewGate(rec), rec: rec, redis: c}
+}
+
+// start starts a worker for process of client; its links are the nodes'
+// own addresses (a link adds nothing these tests look at).
+func (e *env) start(lock string, client, process int, ttl time.Duration) *worker.Proc {
+	e.t.Helper()
+	p, err := worker.Start(context.Background(), worker.Options{
+		Hello: worker.Hello{Lock: lock, Nodes: []string{e.node.Addr()}, Store: e.store.Addr(), TTLNS: int64(ttl), WaitNS: int64(ttl / 10),
+			Owner: fmt.Sprintf("c%d", client)},
+		Gate: e.gate, Client: client, Process: process, Clock: &nemesis.ClientClock{}})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(p.Close)
+	return p
+}
+
+// state is the one-letter state of pid in /proc (R, S, T for stopped, ...).
+func state(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "gone"
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+}
+
+// A worker paused by the nemesis is stopped by the kernel: its watchdog
+// stops renewing, and the lock key's PTTL in Redis runs out, though nothing
+// in the lock was asked to cooperate. Before the pause the same watchdog
+// keeps the key alive past its TTL, so the test could fail either way.
+func TestSIGSTOPpedWorkersWatchdogStopsRenewing(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	p := e.start("reentrant", 0, 0, ttl)
+	e.gate.Begin(0, 0, history.Acquire)
+	lease, err := p.Acquire(ctx, "lock")
+	e.gate.End(0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * ttl)
+	if pttl := e.redis.PTTL(ctx, "lock").Val(); pttl <= 0 {
+		t.Fatalf("a running worker's watchdog must keep the key alive 3 TTLs on; PTTL %v", pttl)
+	}
+	e.gate.PauseClient(0, 6*ttl)
+	time.Sleep(50 * time.Millisecond)
+	if s := state(t, p.PID()); s != "T" {
+		t.Fatalf("a paused worker must be stopped by the kernel; state %s", s)
+	}
+	time.Sleep(3 * ttl)
+	if pttl := e.redis.PTTL(ctx, "lock").Val(); pttl != -2*time.Nanosecond {
+		t.Fatalf("a SIGSTOPped worker's watchdog renewed its key: PTTL %v, want the key gone (-2)", pttl)
+	}
+	time.Sleep(3 * ttl)
+	if s := state(t, p.PID()); s == "T" || s == "gone" {
+		t.Fatalf("after the pause the worker must run again; state %s", s)
+	}
+	// Its lease is gone: the release deletes nothing.
+	if err := p.Release(ctx, lease); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("release after the key lapsed: %v, want ErrNotHeld", err)
+	}
+}
+
+// A command trap springs inside a worker without any call from its lock:
+// the crash at the reply of the SETNX that took the key is a SIGKILL, so
+// EXPIRE never leaves, the acquire's outcome is unknown, and the key stays
+// in Redis with no TTL.
+func TestCommandTrapKillsAWorker(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	p := e.start("setnx-expire", 0, 0, time.Second)
+	e.gate.Arm(nemesis.Trap{Client: nemesis.AnyClient, Crash: true,
+		Command: &nemesis.Command{In: history.Acquire, Match: "SETNX|SET NX", Reply: true, Succeeded: true}})
+	e.gate.Begin(0, 0, history.Acquire)
+	_, err := p.Acquire(ctx, "lock")
+	crashed := e.gate.End(0, 0)
+	if !crashed || !errors.Is(err, locks.ErrUnknown) {
+		t.Fatalf("acquire through a killed worker: crashed %v, err %v; want crashed and ErrUnknown", crashed, err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for state(t, p.PID()) != "gone" && state(t, p.PID()) != "Z" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if s := state(t, p.PID()); s != "gone" && s != "Z" {
+		t.Fatalf("the killed worker is still there: state %s", s)
+	}
+	if pttl := e.redis.PTTL(ctx, "lock").Val(); pttl != -1*time.Nanosecond {
+		t.Fatalf("PTTL %v: want the key left with no TTL (-1), EXPIRE never sent", pttl)
+	}
+}
+
+// Errors cross the pipe as the lock and the store returned them.
+func TestWorkerErrorsKeepTheirMeaning(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	a := e.start("set-nx-px-fenced", 0, 0, time.Second)
+	b := e.start("set-nx-px-fenced", 1, 1, time.Second)
+	la, err := a.Acquire(ctx, "lock")
+	if err != nil || la.Fence == 0 || la.ValidUntil.IsZero() {
+		t.Fatalf("acquire: %+v, %v", la, err)
+	}
+	if _, err := b.Acquire(ctx, "lock"); !errors.Is(err, locks.ErrNotAcquired) {
+		t.Fatalf("second acquire: %v, want ErrNotAcquired", err)
+	}
+	if err := b.Release(ctx, locks.Lease{Key: "lock", Token: "not-mine"}); !errors.Is(err, locks.ErrNotHeld) {
+		t.Fatalf("release of someone else's lock: %v, want ErrNotHeld", err)
+	}
+	if err := a.Write(ctx, "register", 7, la.Fence); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := b.Read(ctx, "register"); err != nil || v != 7 {
+		t.Fatalf("read %d, %v; want 7", v, err)
+	}
+	if err := b.Write(ctx, "register", 8, la.Fence); !errors.Is(err, workloads.ErrStale) {
+		t.Fatalf("write with a used fence: %v, want ErrStale", err)
+	}
+	if err := a.Release(ctx, la); err != nil {
+		t.Fatal(err)
+	}
+	// A worker that dies mid-call leaves the outcome unknown.
+	_ = syscall.Kill(b.PID(), syscall.SIGKILL)
+	if _, err := b.Acquire(ctx, "lock"); !errors.Is(err, locks.ErrUnknown) {
+		t.Fatalf("acquire through a dead worker: %v, want ErrUnknown", err)
+	}
+}
+
+// A lock the worker cannot build fails at start, with the worker's reason.
+func TestWorkerRefusesAnUnknownLock(t *testing.T) {
+	e := newEnv(t)
+	_, err := worker.Start(context.Background(), worker.Options{
+		Hello: worker.Hello{Lock: "no-such-lock", Nodes: []string{e.node.Addr()}, Store: e.store.Addr(), TTLNS: int64(time.Second)}})
+	if err == nil || !strings.Contains(err.Error(), "no-such-lock") {
+		t.Fatalf("start with an unknown lock: %v", err)
+	}
+}
