@@ -18,6 +18,11 @@ package locktest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -25,6 +30,7 @@ import (
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/worker"
 )
 
 // Lock describes your lock to the harness.
@@ -52,10 +58,54 @@ func (l Lock) info() *locks.Info {
 
 // Run runs one scenario against l and returns everything it found; o's
 // Scenario, Lock and Custom are set from the arguments, the rest (TTL,
-// clients, time limit, out dir) are yours to tune.
+// clients, time limit, out dir, client processes) are yours to tune. With
+// o.ClientProcs, o.Worker must start a program that serves l: Worker(t)
+// starts the calling test again, in which this same call serves l.
 func Run(ctx context.Context, l Lock, scenarioName string, want scenario.Expectation, o scenario.Options) (*scenario.Result, error) {
+	if err := serveIfWorker(l); err != nil {
+		return nil, err
+	}
 	o.Scenario, o.Lock, o.Custom, o.Expect = scenarioName, l.Name, l.info(), &want
 	return scenario.Run(ctx, o)
+}
+
+// Worker starts the running test again as a client worker (see package
+// worker): the test binary with -test.run naming only t, and the worker
+// environment variable naming the lock. There, the test's own call of
+// Run or Expect for that lock serves it and exits instead of running
+// stories, so a user's lock needs nothing more to run as real processes.
+func Worker(t testing.TB) func(lock string) *exec.Cmd {
+	parts := strings.Split(t.Name(), "/")
+	for i, p := range parts {
+		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
+	}
+	pattern := strings.Join(parts, "/")
+	return func(lock string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run="+pattern)
+		cmd.Env = append(os.Environ(), worker.Env+"="+lock)
+		return cmd
+	}
+}
+
+// errOtherLock is what a call for another lock gets in a worker: the
+// worker serves one lock and runs no stories.
+var errOtherLock = errors.New("locktest: this test binary is a worker for another lock")
+
+// serveIfWorker serves l and exits when this process is a worker for l.
+func serveIfWorker(l Lock) error {
+	name := os.Getenv(worker.Env)
+	switch name {
+	case "":
+		return nil
+	case l.Name:
+		err := worker.Serve(os.Stdin, os.Stdout, func(string) (locks.Info, error) { return *l.info(), nil })
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "worker:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	return errOtherLock
 }
 
 // Expect runs every scenario in want (scenario name → expected outcome:
@@ -64,13 +114,32 @@ func Run(ctx context.Context, l Lock, scenarioName string, want scenario.Expecta
 // if any did. Results go to a temporary directory of the test.
 func Expect(t testing.TB, l Lock, want map[string]string) {
 	t.Helper()
+	ExpectWith(t, l, want, scenario.Options{})
+}
+
+// ExpectWith is Expect with options for every run: TTL, clients, time
+// limit, and ClientProcs, which runs every client as an OS process of its
+// own (this test binary started again through Worker, unless o.Worker says
+// otherwise). Out defaults to a temporary directory of the test.
+func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options) {
+	t.Helper()
+	if errors.Is(serveIfWorker(l), errOtherLock) {
+		t.SkipNow()
+	}
+	if o.ClientProcs && o.Worker == nil {
+		o.Worker = Worker(t)
+	}
 	names := make([]string, 0, len(want))
 	for n := range want {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		res, err := Run(context.Background(), l, n, scenario.Expectation{Outcome: want[n]}, scenario.Options{Out: t.TempDir()})
+		run := o
+		if run.Out == "" {
+			run.Out = t.TempDir()
+		}
+		res, err := Run(context.Background(), l, n, scenario.Expectation{Outcome: want[n]}, run)
 		if err != nil {
 			t.Errorf("%s: %v", n, err)
 			continue

@@ -1,0 +1,51 @@
+package scenario
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/worker"
+)
+
+// The test binary is its own client worker for runs with ClientProcs.
+func TestMain(m *testing.M) {
+	worker.ServeIfWorker(locks.Lookup)
+	os.Exit(m.Run())
+}
+
+// K1, S1, S4 and S5 with every client an OS process of its own: the pause
+// is SIGSTOP, the crash SIGKILL, command traps spring on the boundaries the
+// workers report; each story keeps the expectation it has with clients in
+// the harness, and happens (a vacuous run matches nothing).
+func TestStoriesWithClientProcesses(t *testing.T) {
+	for _, pair := range [][2]string{
+		{"paused-holder", "set-nx-px"},
+		{"setnx-crash", "setnx-expire"},
+		{"setnx-crash", "set-nx-px"},
+		{"watchdog", "reentrant"},
+		{"fair-order", "fair"},
+		{"dead-waiter", "fair"},
+	} {
+		t.Run(pair[0]+"/"+pair[1], func(t *testing.T) {
+			res, err := Run(context.Background(), Options{Scenario: pair[0], Lock: pair[1], ClientProcs: true, Out: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Matched {
+				t.Fatalf("with client processes: outcome %s %v (vacuous: %q), want %s +%v −%v",
+					res.Outcome, res.Observations, res.Vacuous, res.Expected.Outcome, res.Expected.Show, res.Expected.Hide)
+			}
+		})
+	}
+}
+
+// Worker processes cannot yet follow a failover that the harness's own
+// clients follow: such a run is refused before it starts.
+func TestClientProcsRefuseAReplicatedTopology(t *testing.T) {
+	_, _, err := Resolve(Options{Scenario: "failover", Lock: "set-nx-px", ClientProcs: true})
+	if _, ok := err.(*UsageError); !ok {
+		t.Fatalf("failover with client processes: %v, want a usage error", err)
+	}
+}
