@@ -217,3 +217,54 @@ func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
 		t.Fatalf("history after kill -9: %d ops, %v", len(ops), err)
 	}
 }
+
+// workerPIDs lists the running processes of bin other than the harness:
+// its client workers.
+func workerPIDs(t *testing.T, bin string, harness int) []int {
+	t.Helper()
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == harness {
+			continue
+		}
+		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == bin {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// With -client-procs the binary is its own worker: the story matches with
+// every client a process of its own, and a harness killed with SIGKILL
+// takes its workers with it.
+func TestClientProcsRunAndDieWithTheHarness(t *testing.T) {
+	bin := buildRun(t)
+	out, err := exec.Command(bin, "-client-procs", "-scenario", "paused-holder", "-lock", "set-nx-px", "-out", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("paused-holder with -client-procs: %v\n%s", err, out)
+	}
+	cmd := exec.Command(bin, "-client-procs", "-scenario", "baseline", "-lock", "set-nx-px", "-time-limit", "1m", "-out", t.TempDir())
+	cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	deadline := time.Now().Add(20 * time.Second)
+	for len(workerPIDs(t, bin, cmd.Process.Pid)) < 5 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(workerPIDs(t, bin, cmd.Process.Pid)); n < 5 {
+		t.Fatalf("%d workers running, want one per client (5)", n)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	_ = cmd.Wait()
+	deadline = time.Now().Add(5 * time.Second)
+	for len(workerPIDs(t, bin, cmd.Process.Pid)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if left := workerPIDs(t, bin, cmd.Process.Pid); len(left) > 0 {
+		t.Fatalf("workers %v outlived the harness killed with SIGKILL", left)
+	}
+}
