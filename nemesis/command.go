@@ -35,6 +35,13 @@ type Command struct {
 	// Succeeded springs only on a reply that is neither an error nor nil,
 	// zero or false: the SETNX that took the key, not the one refused.
 	Succeeded bool
+	// Every springs, at a reply, once Every or more matching commands sent
+	// one after another (no other command of the op between them) have all
+	// replied and succeeded, on the last of their replies to arrive: the
+	// moment a RedLock client has heard OK from every node, whatever order
+	// the replies came in and however many tries came before. Counting
+	// sends instead (Nth) would spring on a try that lost some nodes.
+	Every int
 }
 
 // String says where the trap stands, in the words the history records.
@@ -44,6 +51,8 @@ func (c Command) String() string {
 		b.WriteString("reply of ")
 	}
 	switch {
+	case c.Every > 0:
+		fmt.Fprintf(&b, "the last of %d or more successes in a row of ", c.Every)
 	case c.Nth > 0:
 		fmt.Fprintf(&b, "command #%d matching ", c.Nth)
 	default:
@@ -74,6 +83,8 @@ func orAny(s string) string {
 type sent struct {
 	args []string
 	key  string
+	// replied and succeeded say what its reply was, once it arrived.
+	replied, succeeded bool
 }
 
 func newSent(raw []string) sent {
@@ -130,8 +141,8 @@ func (s sent) matches(spec string) bool {
 	return false
 }
 
-// selects reports whether the command at index i of an op's commands is
-// where c springs; op is the op the client is in.
+// selects reports whether the command at index i of an op's commands (all
+// that were sent so far) is where c springs; op is the op the client is in.
 func (c Command) selects(op string, cmds []sent, i int) bool {
 	if c.In != "" && c.In != op {
 		return false
@@ -161,6 +172,23 @@ func (c Command) selects(op string, cmds []sent, i int) bool {
 		}
 		if n != c.Nth {
 			return false
+		}
+	}
+	if c.Every > 0 {
+		lo, hi := i, i
+		for lo > 0 && cmds[lo-1].matches(c.Match) {
+			lo--
+		}
+		for hi+1 < len(cmds) && cmds[hi+1].matches(c.Match) {
+			hi++
+		}
+		if hi-lo+1 < c.Every {
+			return false
+		}
+		for _, s := range cmds[lo : hi+1] {
+			if !s.replied || !s.succeeded {
+				return false
+			}
 		}
 	}
 	return true

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -157,7 +158,10 @@ func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succ
 	var op string
 	var cmds []sent
 	if s != nil && s.process == process && i >= 0 && i < len(s.cmds) {
-		op, cmds = s.op, s.cmds[:i+1]
+		if reply {
+			s.cmds[i].replied, s.cmds[i].succeeded = true, succeeded
+		}
+		op, cmds = s.op, slices.Clone(s.cmds)
 	}
 	g.mu.Unlock()
 	if cmds == nil {

@@ -105,6 +105,35 @@ func TestCommandTrapsSelect(t *testing.T) {
 	}
 }
 
+// Every springs on the reply that completes a row of successes, as a
+// RedLock client hears OK from every node: not on a try that lost a node,
+// whatever the count of sends, and only once the whole row has replied.
+func TestEveryTrapSpringsOnceEveryReplySucceeded(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 0, time.Second)
+	var seen []string
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Every: 3, Reply: true},
+		Then: func(context.Context, int, int) error { seen = append(seen, "every"); return nil }})
+	c.Set(ctx, "taken", 1, 0)
+
+	g.Begin(0, 0, history.Acquire)
+	c.SetNX(ctx, "a", 1, time.Second)
+	c.SetNX(ctx, "taken", 1, time.Second) // refused: this try lost a node
+	c.SetNX(ctx, "b", 1, time.Second)     // the third send, but not three successes
+	c.Del(ctx, "a", "b")                  // the try gives up: a new row starts
+	c.SetNX(ctx, "x", 1, time.Second)
+	c.SetNX(ctx, "y", 1, time.Second)
+	if len(seen) != 0 {
+		t.Fatalf("sprang before a row of three successes: %v", seen)
+	}
+	c.SetNX(ctx, "z", 1, time.Second)
+	g.End(0, 0)
+	if strings.Join(seen, ",") != "every" {
+		t.Fatalf("want one spring at the third success in a row, got %v", seen)
+	}
+}
+
 // A crash at a command kills the process: the command never leaves, its
 // connections close, no new one opens; the client's next process is alive.
 func TestCommandTrapCrashKillsTheProcess(t *testing.T) {

@@ -103,10 +103,11 @@ func init() {
 		Requires: []Evidence{{F: "pause", Target: "reply of"}, {F: "stall", Target: workloads.BeforeWrite}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			// The trap stands on the client's connections, not in the lock:
-			// when the reply to the SET NX sent to the last node arrives
-			// with OK (every node was asked), the whole client freezes
-			// before the lock sees it, with the other replies waiting too.
-			last := &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Nth: len(e.Nodes), Reply: true, Succeeded: true}
+			// when the last of the OKs from every node arrives, the whole
+			// client freezes before the lock sees it. A try that lost a
+			// node to another client does not count: its client holds
+			// nothing to believe in late.
+			last := &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Every: len(e.Nodes), Reply: true}
 			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: last, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
 				// Nobody can lock until client 1's keys expire (+1 TTL); the
 				// first who does then works for 0.8 TTL, inside its own lease
