@@ -3,6 +3,10 @@ package checker
 import (
 	"fmt"
 	"math"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -15,7 +19,12 @@ type MutexInput struct {
 	F       string // history.Acquire or history.Release
 	Key     string
 	Process int
+	// from is the state a segment starts in, for the op that opens it.
+	from *MutexState
 }
+
+// from names the op that opens a segment in its starting state.
+const from = "from"
 
 // MutexOutput is the op's outcome; Unknown ops are the info ones. Fence is
 // the fencing token an acquire returned (0: none).
@@ -64,27 +73,33 @@ func Model(s Semantics) porcupine.Model {
 		},
 		DescribeOperation: func(input, output any) string {
 			in, out := input.(MutexInput), output.(MutexOutput)
+			if in.F == from {
+				return fmt.Sprintf("(%s at this point)", describeState(*in.from))
+			}
 			if out.Fence > 0 {
 				return fmt.Sprintf("%s(%s) by %d → %s, fence %d", in.F, in.Key, in.Process, out.Type, out.Fence)
 			}
 			return fmt.Sprintf("%s(%s) by %d → %s", in.F, in.Key, in.Process, out.Type)
 		},
-		DescribeState: func(state any) string {
-			st := state.(MutexState)
-			if st.Holder == free {
-				return "free"
-			}
-			if st.Count > 1 {
-				return fmt.Sprintf("held by %d ×%d", st.Holder, st.Count)
-			}
-			return fmt.Sprintf("held by %d", st.Holder)
-		},
+		DescribeState: func(state any) string { return describeState(state.(MutexState)) },
 	}
 	return m.ToModel()
 }
 
+func describeState(st MutexState) string {
+	if st.Holder == free {
+		return "free"
+	}
+	if st.Count > 1 {
+		return fmt.Sprintf("held by %d ×%d", st.Holder, st.Count)
+	}
+	return fmt.Sprintf("held by %d", st.Holder)
+}
+
 func step(s Semantics, st MutexState, in MutexInput, out MutexOutput) []any {
 	switch in.F {
+	case from:
+		return []any{*in.from}
 	case history.Acquire:
 		take := func() (MutexState, bool) {
 			switch {
@@ -154,17 +169,29 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 // never releases it, yet its lease runs out: it gets a release of unknown
 // outcome at its retirement, which may take effect any time after.
 //
-// Two kinds of op are left out, because they cannot change the verdict and
-// they are what makes the search blow up on long, faulty runs:
-//   - a failed acquire: every model allows it in every state and it changes
-//     nothing, so it can be added to or removed from any linearization;
-//   - an acquire of unknown outcome that is its process's last op: it
-//     returns at +inf, so a linearization of the rest extends to one of the
-//     whole by placing it last, without effect; and in a linearization of
-//     the whole where it took the key, nothing after it can be a success
-//     of another process (the key stays its holder's: no release follows),
-//     so every later op is a failed acquire or an unknown one that may as
-//     well not take effect, and removing it leaves a linearization.
+// Three reductions keep the verdict and are what keeps the search small on
+// long, faulty runs:
+//   - a failed acquire is left out: every model allows it in every state
+//     and it changes nothing, so it can be added to or removed from any
+//     linearization;
+//   - an acquire of unknown outcome that is its process's last op is left
+//     out: it returns at +inf, so a linearization of the rest extends to one
+//     of the whole by placing it last, without effect; and in a
+//     linearization of the whole where it took the key, nothing after it can
+//     be a success of another process (the key stays its holder's: no
+//     release follows), so every later op is a failed acquire or an unknown
+//     one that may as well not take effect, and removing it leaves a
+//     linearization;
+//   - a release of unknown outcome that is its process's last op returns at
+//     its call instead of +inf, and may be taken to have freed the key: in a
+//     linearization of the whole, between that call and the point where the
+//     release took effect (or the end, if it never did) its process holds
+//     the key, so every op of another process placed there is one that may
+//     leave the state as it is (an unknown acquire that did not take
+//     effect); moving the release to its call, which every op called later
+//     follows and every op returned earlier precedes, frees the key sooner
+//     and leaves those ops legal. Its process has no later op that needs
+//     the key held.
 //
 // TestReductionKeepsTheVerdict checks this against the full search on
 // random histories.
@@ -188,9 +215,13 @@ func mutexOperations(ops []history.Op, reduce bool) []porcupine.Operation {
 		if inv.F != history.Acquire && inv.F != history.Release {
 			if c := p.Completion; c != nil && c.Type == history.Info {
 				if key, ok := holding[inv.Process]; ok {
+					ret := int64(math.MaxInt64)
+					if reduce && last[inv.Process] == i {
+						ret = c.Time
+					}
 					out = append(out, porcupine.Operation{ClientId: inv.Process,
 						Input: MutexInput{F: history.Release, Key: key, Process: inv.Process}, Call: c.Time,
-						Output: MutexOutput{Type: history.Info}, Return: math.MaxInt64})
+						Output: MutexOutput{Type: history.Info}, Return: ret})
 					delete(holding, inv.Process)
 				}
 			}
@@ -220,12 +251,22 @@ func mutexOperations(ops []history.Op, reduce bool) []porcupine.Operation {
 		if reduce && inv.F == history.Acquire && (typ == history.Fail || typ == history.Info && last[inv.Process] == i) {
 			continue
 		}
+		if reduce && inv.F == history.Release && typ == history.Info && last[inv.Process] == i {
+			o.Return = o.Call
+		}
 		out = append(out, o)
 	}
 	return out
 }
 
 // Linearizable checks the lock ops against a mutex model with porcupine.
+//
+// It does not hand porcupine the whole history: porcupine's memory grows
+// with the square of what it is given, and the bookkeeping for the
+// timeline costs most of its time. Each key's ops are cut at quiescent
+// points (every op before returned before every op after was called), where
+// the state is known, into segments checked one by one from that state;
+// only the timeline asks for the detailed search, of a window.
 type Linearizable struct {
 	// Semantics picks the model (default Mutex).
 	Semantics Semantics
@@ -238,34 +279,221 @@ func (Linearizable) Name() string { return "linearizable" }
 
 // Check runs porcupine and reports the verdict.
 func (l Linearizable) Check(ops []history.Op) Verdict {
-	v, _ := l.CheckInfo(ops)
-	return v
-}
-
-// CheckInfo is Check that also returns porcupine's linearization info, from
-// which the report draws the HTML timeline.
-func (l Linearizable) CheckInfo(ops []history.Op) (Verdict, porcupine.LinearizationInfo) {
 	timeout := l.Timeout
 	if timeout == 0 {
 		timeout = time.Minute
 	}
 	pops := MutexOperations(ops)
-	res, info := porcupine.CheckOperationsVerbose(Model(l.Semantics), pops, timeout)
-	v := Verdict{Checker: "linearizable", Details: map[string]any{"operations": len(pops), "model": l.Semantics.String()}}
+	segs := segmentsOf(l.Semantics, pops, minSegment)
+	v := Verdict{Checker: "linearizable", Details: map[string]any{
+		"operations": len(pops), "model": l.Semantics.String(), "segments": len(segs)}}
+	res, bad := checkSegments(l.Semantics, segs, timeout)
 	switch res {
 	case porcupine.Ok:
 		v.Valid = Valid
 	case porcupine.Illegal:
+		s := segs[bad]
 		v.add(Anomaly{
-			Kind: "not-linearizable",
-			Text: "no order of the acquire/release operations is consistent with " + l.Semantics.String() +
-				": some acquire succeeded while another process held the key (see timeline.html for the longest legal prefix)",
+			Kind:  "not-linearizable",
+			Key:   s.key,
+			Start: s.from,
+			End:   s.to,
+			Text: fmt.Sprintf("no order of the acquire/release operations on %q between %s and %s is consistent with %s, "+
+				"starting from %s: some acquire succeeded while another process held the key (see timeline.html for the longest legal prefix)",
+				s.key, seconds(s.from), seconds(s.to), l.Semantics, describeState(s.init)),
 		})
 	default:
 		v.Valid = Unknown
 		v.Details["reason"] = fmt.Sprintf("search did not finish within %s", timeout)
 	}
-	return v, info
+	return v
+}
+
+// Window is porcupine's detailed search over a stretch of the lock ops,
+// for the timeline: the longest legal prefixes it found, and the model to
+// replay them with.
+type Window struct {
+	Model porcupine.Model
+	Info  porcupine.LinearizationInfo
+	// From and To are the harness times (ns) the stretch covers.
+	From, To int64
+}
+
+// Timeline runs the detailed search over the segments of each key that lie
+// nearest to the harness time at, up to about max operations a key. Each
+// key's stretch opens with an operation "from" that sets the state its
+// first segment starts in.
+func (l Linearizable) Timeline(ops []history.Op, at int64, maxOps int) Window {
+	timeout := l.Timeout
+	if timeout == 0 {
+		timeout = time.Minute
+	}
+	w := Window{Model: Model(l.Semantics), From: math.MaxInt64, To: math.MinInt64}
+	var window []porcupine.Operation
+	byKey := map[string][]segment{}
+	var keys []string
+	for _, s := range segmentsOf(l.Semantics, MutexOperations(ops), minSegment) {
+		if _, seen := byKey[s.key]; !seen {
+			keys = append(keys, s.key)
+		}
+		byKey[s.key] = append(byKey[s.key], s)
+	}
+	for _, k := range keys {
+		segs := byKey[k]
+		// The segment holding at (or the last one before it), then its
+		// neighbours, later first, while the window has room.
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].from > at })
+		lo, hi := max0(i-1), max0(i-1)+1
+		n := len(segs[lo].ops)
+		for n < maxOps && (lo > 0 || hi < len(segs)) {
+			if hi < len(segs) {
+				n += len(segs[hi].ops)
+				hi++
+			} else {
+				lo--
+				n += len(segs[lo].ops)
+			}
+		}
+		window = append(window, segs[lo].opening())
+		for _, s := range segs[lo:hi] {
+			window = append(window, s.ops...)
+		}
+		w.From, w.To = min(w.From, segs[lo].from), max(w.To, segs[hi-1].to)
+	}
+	_, w.Info = porcupine.CheckOperationsVerbose(w.Model, window, timeout)
+	return w
+}
+
+func max0(i int) int {
+	if i < 0 {
+		return 0
+	}
+	return i
+}
+
+// segment is a stretch of one key's operations that starts in a known
+// state: every op before it returned before any op in it was called.
+type segment struct {
+	key      string
+	init     MutexState
+	ops      []porcupine.Operation
+	from, to int64 // first call, last finite return
+}
+
+// opening is the op that puts the model in the segment's starting state,
+// placed before every op of the segment.
+func (s segment) opening() porcupine.Operation {
+	st := s.init
+	return porcupine.Operation{ClientId: -1, Input: MutexInput{F: from, Key: s.key, Process: -1, from: &st},
+		Output: MutexOutput{Type: history.OK}, Call: s.from - 2, Return: s.from - 1}
+}
+
+// minSegment is how many ops a segment gathers before it may end: one
+// porcupine call a segment, each of a few thousand ops at most, keeps both
+// the per-call cost and the search's square small.
+const minSegment = 1000
+
+// segmentsOf cuts each key's ops at quiescent points. The state at a cut is
+// known without a search: the ops before it are all settled (failed and
+// unknown acquires are reduced away or return at +inf, so no cut follows
+// them; a last unknown release is taken to have freed the key, which the
+// reduction shows to be harmless), and in any legal order of them the
+// holder is the one process with more successful acquires than releases,
+// the count is that surplus, and the fence is the greatest handed out. If
+// they have no legal order the verdict is illegal whatever follows.
+func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment {
+	var out []segment
+	for _, kops := range partitionByKey(ops) {
+		sort.SliceStable(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
+		key := kops[0].Input.(MutexInput).Key
+		net := map[int]int{}
+		var fence int64
+		state := func() MutexState {
+			st := MutexState{Holder: free}
+			for p, n := range net {
+				if n > 0 {
+					st = MutexState{Holder: p, Count: 1}
+					if sem == Reentrant {
+						st.Count = n
+					}
+				}
+			}
+			if sem == Fenced {
+				st.Fence = fence
+			}
+			return st
+		}
+		cur := segment{key: key, init: MutexState{Holder: free}, from: kops[0].Call}
+		maxReturn := int64(math.MinInt64)
+		for _, o := range kops {
+			if len(cur.ops) >= minOps && o.Call > maxReturn {
+				cur.to = maxReturn
+				out = append(out, cur)
+				cur = segment{key: key, init: state(), from: o.Call}
+			}
+			cur.ops = append(cur.ops, o)
+			maxReturn = max(maxReturn, o.Return)
+			in, res := o.Input.(MutexInput), o.Output.(MutexOutput)
+			switch {
+			case in.F == history.Acquire && res.Type == history.OK:
+				net[in.Process]++
+				fence = max(fence, res.Fence)
+			case in.F == history.Release:
+				if net[in.Process]--; net[in.Process] == 0 {
+					delete(net, in.Process)
+				}
+			}
+		}
+		cur.to = maxReturn
+		out = append(out, cur)
+	}
+	return out
+}
+
+// checkSegments runs the plain search on each segment, two at a time per
+// core, and returns the first illegal one by time.
+func checkSegments(sem Semantics, segs []segment, timeout time.Duration) (porcupine.CheckResult, int) {
+	deadline := time.Now().Add(timeout)
+	results := make([]porcupine.CheckResult, len(segs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	m := Model(sem)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(segs) {
+					return
+				}
+				left := time.Until(deadline)
+				if left <= 0 {
+					results[i] = porcupine.Unknown
+					continue
+				}
+				ops := append([]porcupine.Operation{segs[i].opening()}, segs[i].ops...)
+				results[i] = porcupine.CheckOperationsTimeout(m, ops, left)
+			}
+		}()
+	}
+	wg.Wait()
+	bad, unknown := -1, false
+	for i, r := range results {
+		switch {
+		case r == porcupine.Illegal && (bad < 0 || segs[i].from < segs[bad].from):
+			bad = i
+		case r == porcupine.Unknown:
+			unknown = true
+		}
+	}
+	switch {
+	case bad >= 0:
+		return porcupine.Illegal, bad
+	case unknown:
+		return porcupine.Unknown, -1
+	}
+	return porcupine.Ok, -1
 }
 
 func (s Semantics) String() string {

@@ -42,22 +42,54 @@ func Write(r *scenario.Result) error {
 	return page(r, charts)
 }
 
-// Timeline writes porcupine's visualization of the lock ops, with the
-// nemesis's actions, the protected-store ops and every anomaly as
-// annotations, so the moment two holders overlap sits next to the pause
-// that caused it. Failing histories get the whole timeline too: they are
-// the ones people open.
+// timelineOps bounds how many lock ops a key's timeline shows: a window
+// that a browser opens at once, however long the run.
+const timelineOps = 2000
+
+// Timeline writes porcupine's visualization of a window of the lock ops,
+// with the nemesis's actions, the protected-store ops and every anomaly in
+// it as annotations, so the moment two holders overlap sits next to the
+// pause that caused it. The window is drawn around what a person opens the
+// timeline for: the first anomaly (the illegal stretch, if the lock ops
+// were not linearizable), else the first fault, else the start.
 func Timeline(r *scenario.Result, path string) error {
-	info := r.Linearization
-	info.AddAnnotations(annotations(r))
-	if err := porcupine.VisualizePath(checker.Model(r.Semantics), info, path); err != nil {
+	w := checker.Linearizable{Semantics: r.Semantics}.Timeline(r.Ops, focus(r), timelineOps)
+	w.Info.AddAnnotations(annotations(r, w.From, w.To))
+	if err := porcupine.VisualizePath(w.Model, w.Info, path); err != nil {
 		return fmt.Errorf("report: timeline: %w", err)
 	}
 	return nil
 }
 
-func annotations(r *scenario.Result) []porcupine.Annotation {
+// focus is the harness time the timeline is drawn around.
+func focus(r *scenario.Result) int64 {
+	at := int64(-1)
+	for _, v := range r.Verdicts {
+		for _, a := range v.Anomalies {
+			if a.Kind == "not-linearizable" {
+				return a.Start
+			}
+			if at < 0 || a.Start < at {
+				at = a.Start
+			}
+		}
+	}
+	if at >= 0 {
+		return at
+	}
+	for _, op := range r.Ops {
+		if op.Process == history.NemesisProcess {
+			return op.Time
+		}
+	}
+	return 0
+}
+
+// annotations are the nemesis actions, store ops and anomalies that touch
+// [from, to].
+func annotations(r *scenario.Result, from, to int64) []porcupine.Annotation {
 	var out []porcupine.Annotation
+	in := func(start, end int64) bool { return end >= from && start <= to }
 	var pauseStart *history.Op
 	for _, p := range history.Pairs(r.Ops) {
 		inv, c := p.Invoke, p.Completion
@@ -66,23 +98,29 @@ func annotations(r *scenario.Result) []porcupine.Annotation {
 			op := inv
 			pauseStart = &op
 		case inv.Process == history.NemesisProcess && inv.F == history.Resume && pauseStart != nil:
-			out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time, End: inv.Time,
-				Description: "pause " + pauseStart.Value.Target, BackgroundColor: "#f6d5a8"})
+			if in(pauseStart.Time, inv.Time) {
+				out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time, End: inv.Time,
+					Description: "pause " + pauseStart.Value.Target, BackgroundColor: "#f6d5a8"})
+			}
 			pauseStart = nil
 		case inv.Process == history.NemesisProcess:
-			out = append(out, porcupine.Annotation{Tag: "nemesis", Start: inv.Time, Description: inv.F + " " + target(inv)})
+			if in(inv.Time, inv.Time) {
+				out = append(out, porcupine.Annotation{Tag: "nemesis", Start: inv.Time, Description: inv.F + " " + target(inv)})
+			}
 		case (inv.F == history.Write || inv.F == history.Read) && c != nil:
-			out = append(out, porcupine.Annotation{ClientId: inv.Process, Start: inv.Time, End: c.Time,
-				Description: describeStoreOp(inv, *c), BackgroundColor: storeColor(c.Type)})
+			if in(inv.Time, c.Time) {
+				out = append(out, porcupine.Annotation{ClientId: inv.Process, Start: inv.Time, End: c.Time,
+					Description: describeStoreOp(inv, *c), BackgroundColor: storeColor(c.Type)})
+			}
 		}
 	}
-	if pauseStart != nil {
+	if pauseStart != nil && pauseStart.Time <= to {
 		out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time,
 			Description: "pause " + pauseStart.Value.Target + " (no resume recorded)", BackgroundColor: "#f6d5a8"})
 	}
 	for _, v := range r.Verdicts {
 		for _, a := range v.Anomalies {
-			if a.Start == 0 && a.End == 0 {
+			if a.Start == 0 && a.End == 0 || !in(a.Start, a.End) {
 				continue
 			}
 			out = append(out, porcupine.Annotation{Tag: "anomaly: " + v.Checker, Start: a.Start, End: a.End,

@@ -15,7 +15,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/anishathalye/porcupine"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktorture/locktorture/checker"
@@ -188,10 +187,9 @@ type Result struct {
 	Dir string `json:"dir"`
 	// Ops is the whole history (also in Dir/history.jsonl).
 	Ops []history.Op `json:"-"`
-	// Linearization is porcupine's info, for the HTML timeline, drawn with
-	// the model it was checked against (Semantics).
-	Linearization porcupine.LinearizationInfo `json:"-"`
-	Semantics     checker.Semantics           `json:"-"`
+	// Semantics is the model the lock ops were checked against, which the
+	// timeline is drawn with.
+	Semantics checker.Semantics `json:"-"`
 }
 
 // Verdict returns the named checker's verdict.
@@ -509,10 +507,7 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 	r.Verdicts = nil
 	for _, c := range Checkers(s, info, ttl) {
 		if l, ok := c.(checker.Linearizable); ok {
-			v, lin := l.CheckInfo(r.Ops)
-			r.Linearization, r.Semantics = lin, l.Semantics
-			r.Verdicts = append(r.Verdicts, v)
-			continue
+			r.Semantics = l.Semantics
 		}
 		r.Verdicts = append(r.Verdicts, c.Check(r.Ops))
 	}
