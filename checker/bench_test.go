@@ -11,8 +11,13 @@ import (
 // contended builds a valid history of n lock cycles by 5 processes: the
 // holder reads, writes and releases while the others' acquires wait and
 // mostly fail, the shape a baseline run records (about 12 ops a cycle).
-func contended(n int) []history.Op {
-	var x h
+func contended(n int) []history.Op { return contendedWith(n, -1) }
+
+// contendedWith is contended with, in cycle bad (if ≥ 0), the waiter's
+// acquire succeeding while the holder holds: a double holder for a failing
+// history.
+func contendedWith(n, bad int) []history.Op {
+	x := make(h, 0, 10*n+2)
 	t := int64(0)
 	for i := 0; i < n; i++ {
 		p := i % 5
@@ -22,11 +27,19 @@ func contended(n int) []history.Op {
 		x.add(p, history.OK, history.Acquire, "L", &history.Value{Fence: int64(i + 1)}, t+2, "")
 		x.add(p, history.Invoke, history.Read, "R", nil, t+3, "")
 		x.add(p, history.OK, history.Read, "R", reg(int64(i)), t+4, "")
+		if i == bad {
+			x.add(w, history.OK, history.Acquire, "L", &history.Value{Fence: int64(i + 2)}, t+4, "")
+		}
 		x.add(p, history.Invoke, history.Write, "R", reg(int64(i+1)), t+5, "")
 		x.add(p, history.OK, history.Write, "R", nil, t+6, "")
 		x.add(p, history.Invoke, history.Release, "L", nil, t+7, "")
 		x.add(p, history.OK, history.Release, "L", nil, t+8, "")
-		x.add(w, history.Fail, history.Acquire, "L", nil, t+9, "taken")
+		if i == bad {
+			x.add(w, history.Invoke, history.Release, "L", nil, t+8, "")
+			x.add(w, history.OK, history.Release, "L", nil, t+9, "")
+		} else {
+			x.add(w, history.Fail, history.Acquire, "L", nil, t+9, "taken")
+		}
 		t += 10
 	}
 	return []history.Op(x)
@@ -51,6 +64,40 @@ func BenchmarkCheckers(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				if v := c.Check(ops); v.Valid != Valid {
 					b.Fatalf("%s: %v %+v", name, v.Valid, v.Anomalies)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMillionOps is the scale target: every checker on a history of a
+// million ops on one key, and for the failing one (a double holder near the
+// end) the timeline's detailed search too. Target: under 5 s and 500 MB
+// peak (the history itself is about 200 MB of it).
+//
+//	go test -run '^$' -bench MillionOps -benchtime 1x -benchmem ./checker/
+func BenchmarkMillionOps(b *testing.B) {
+	const cycles = 100_000 // 10 ops each
+	for _, bad := range []int{-1, cycles * 9 / 10} {
+		ops := contendedWith(cycles, bad)
+		name := "valid"
+		if bad >= 0 {
+			name = "failing"
+		}
+		b.Run(fmt.Sprintf("%s/ops=%d", name, len(ops)), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				lin := Linearizable{Timeout: time.Minute}
+				for _, c := range []Checker{Intervals{}, lin, Promise{}, Resource{}, Liveness{Allowance: time.Second}, Fairness{Margin: 20}} {
+					v := c.Check(ops)
+					if (c.Name() == "linearizable" || c.Name() == "intervals") && (v.Valid == Valid) != (bad < 0) {
+						b.Fatalf("%s: %v on a %s history", c.Name(), v.Valid, name)
+					}
+					if bad >= 0 && c.Name() == "linearizable" {
+						w := lin.Timeline(ops, v.Anomalies[0].Start, 2000)
+						if w.From > v.Anomalies[0].Start || w.To < v.Anomalies[0].End {
+							b.Fatalf("the timeline window %d–%d misses the anomaly %+v", w.From, w.To, v.Anomalies[0])
+						}
+					}
 				}
 			}
 		})

@@ -245,19 +245,21 @@ type Pair struct {
 }
 
 // Pairs matches each invoke with the next op of the same process, which is
-// its completion because a process runs one op at a time.
+// its completion because a process runs one op at a time. A Completion
+// points into ops, which nobody changes once recorded: a million-op history
+// is paired without a copy of each completion.
 func Pairs(ops []Op) []Pair {
-	var pairs []Pair
+	pairs := make([]Pair, 0, len(ops)/2+1)
 	open := map[int]int{}
-	for _, op := range ops {
+	for j := range ops {
+		op := &ops[j]
 		if op.Type == Invoke {
 			open[op.Process] = len(pairs)
-			pairs = append(pairs, Pair{Invoke: op})
+			pairs = append(pairs, Pair{Invoke: *op})
 			continue
 		}
 		if i, ok := open[op.Process]; ok {
-			c := op
-			pairs[i].Completion = &c
+			pairs[i].Completion = op
 			delete(open, op.Process)
 		}
 	}

@@ -137,7 +137,7 @@ func Latency(ops []history.Op, faults []Fault) (Chart, error) {
 	series := 0
 	for _, f := range clientFs {
 		for _, t := range []history.Type{history.OK, history.Fail, history.Info} {
-			xys := pts[f][t]
+			xys := thin(pts[f][t], true)
 			if len(xys) == 0 {
 				continue
 			}
@@ -206,6 +206,71 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 		}
 	}
 	return Chart{Name: "throughput", Title: p.Title.Text, Series: series, plot: p, height: 4 * vg.Inch}, nil
+}
+
+// The grid thin draws on: finer than the chart's pixels (10 inches wide),
+// so what it drops would have been drawn on a point already there.
+const thinCellsX, thinCellsY = 3000, 600
+
+// thin keeps one point of xys per cell of a grid finer than the chart's
+// pixels (on a log scale for y when logY), the first in the order given: a
+// million-op run's chart looks as the whole would, at the size of a short
+// run's.
+func thin(xys plotter.XYs, logY bool) plotter.XYs {
+	if len(xys) < thinCellsX {
+		return xys
+	}
+	y := func(v float64) float64 {
+		if logY {
+			return math.Log10(v)
+		}
+		return v
+	}
+	x0, x1, y0, y1 := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	for _, p := range xys {
+		x0, x1, y0, y1 = math.Min(x0, p.X), math.Max(x1, p.X), math.Min(y0, y(p.Y)), math.Max(y1, y(p.Y))
+	}
+	cell := func(v, lo, hi float64, n int) int {
+		if hi <= lo {
+			return 0
+		}
+		return int((v - lo) / (hi - lo) * float64(n))
+	}
+	seen := map[[2]int]bool{}
+	var out plotter.XYs
+	for _, p := range xys {
+		k := [2]int{cell(p.X, x0, x1, thinCellsX), cell(y(p.Y), y0, y1, thinCellsY)}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// mergeHolds joins a process's holds separated by less than gap (ns): bars
+// closer than a pixel are drawn as one, so the swimlane of a long run stays
+// small and looks the same.
+func mergeHolds(holds []checker.Hold, gap int64) []checker.Hold {
+	byProc := map[int][]checker.Hold{}
+	for _, h := range holds {
+		byProc[h.Process] = append(byProc[h.Process], h)
+	}
+	var out []checker.Hold
+	for _, hs := range byProc {
+		sort.Slice(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
+		cur := hs[0]
+		for _, h := range hs[1:] {
+			if h.Start-cur.End < gap {
+				cur.End = max(cur.End, h.End)
+				continue
+			}
+			out = append(out, cur)
+			cur = h
+		}
+		out = append(out, cur)
+	}
+	return out
 }
 
 // swimlanes draws, per process row, green bars while it believed it held
@@ -283,6 +348,10 @@ func Holders(ops []history.Op, key string, faults []Fault) (Chart, error) {
 		}
 	}
 	s.bad = checker.Overlaps(holds)
+	if xmin, xmax, _, _ := s.DataRange(); xmax > xmin {
+		s.holds = mergeHolds(holds, int64((xmax-xmin)*1e9/thinCellsX))
+	}
+	s.deadlines = thin(s.deadlines, false)
 	p := newPlot(fmt.Sprintf("Who held %q", key), "process")
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	addBands(p, faults)
