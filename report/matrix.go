@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,9 +50,11 @@ func EntryOf(scen, lock string, r *scenario.Result, err error) Entry {
 type Matrix struct {
 	Started time.Time `json:"started"`
 	Seed    int64     `json:"seed"`
-	Matched int       `json:"matched"`
-	Total   int       `json:"total"`
-	Entries []Entry   `json:"entries"`
+	// Shard is "i/n" for one slice of a matrix, empty for the whole one.
+	Shard   string  `json:"shard,omitempty"`
+	Matched int     `json:"matched"`
+	Total   int     `json:"total"`
+	Entries []Entry `json:"entries"`
 }
 
 // WriteSummary writes summary.json and matrix.md into dir.
@@ -80,9 +84,113 @@ func WriteSummary(dir string, s Matrix) error {
 	return f.Close()
 }
 
+// Merge joins the shards' results in dirs into out: each shard's run
+// directories are copied under out, its entries pointed at the copies, and
+// the joined matrix written as out's summary. Every shard of the set must
+// be there exactly once.
+func Merge(dirs []string, out string) (Matrix, error) {
+	var m Matrix
+	seen := map[string]bool{}
+	n := 0
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "summary.json"))
+		if err != nil {
+			return m, fmt.Errorf("%s: no summary.json (was it run with -scenario all -shard i/n?)", dir)
+		}
+		var s Matrix
+		if err := json.Unmarshal(b, &s); err != nil {
+			return m, fmt.Errorf("%s/summary.json: %v", dir, err)
+		}
+		_, of, ok := strings.Cut(s.Shard, "/")
+		if !ok {
+			return m, fmt.Errorf("%s holds a whole matrix, not a shard", dir)
+		}
+		k, _ := strconv.Atoi(of)
+		if n != 0 && k != n {
+			return m, fmt.Errorf("%s is shard %s, but another is of %d", dir, s.Shard, n)
+		}
+		n = k
+		if seen[s.Shard] {
+			return m, fmt.Errorf("shard %s given twice", s.Shard)
+		}
+		seen[s.Shard] = true
+		if m.Started.IsZero() || s.Started.Before(m.Started) {
+			m.Started, m.Seed = s.Started, s.Seed
+		}
+		for _, e := range s.Entries {
+			if e.Dir != "" {
+				rel, err := filepath.Rel(dir, e.Dir)
+				if err != nil || strings.HasPrefix(rel, "..") {
+					// Run from another working directory: the run sits
+					// under the shard's dir at its last three elements.
+					parts := strings.Split(filepath.ToSlash(e.Dir), "/")
+					rel = filepath.Join(parts[max(0, len(parts)-3):]...)
+				}
+				dst := filepath.Join(out, rel)
+				if err := copyDir(filepath.Join(dir, rel), dst); err != nil {
+					return m, err
+				}
+				e.Dir = dst
+			}
+			m.Entries = append(m.Entries, e)
+		}
+	}
+	if len(seen) != n {
+		var missing []string
+		for i := 1; i <= n; i++ {
+			if k := fmt.Sprintf("%d/%d", i, n); !seen[k] {
+				missing = append(missing, k)
+			}
+		}
+		return m, fmt.Errorf("shard(s) %s missing", strings.Join(missing, ", "))
+	}
+	sort.SliceStable(m.Entries, func(i, j int) bool {
+		a, b := m.Entries[i], m.Entries[j]
+		return a.Scenario < b.Scenario || a.Scenario == b.Scenario && a.Lock < b.Lock
+	})
+	if err := WriteSummary(out, m); err != nil {
+		return m, err
+	}
+	m.Total, m.Matched = len(m.Entries), 0
+	for _, e := range m.Entries {
+		if e.Matched {
+			m.Matched++
+		}
+	}
+	return m, nil
+}
+
+// copyDir copies the files of a run directory (one level: a run writes no
+// subdirectories).
+func copyDir(src, dst string) error {
+	if filepath.Clean(src) == filepath.Clean(dst) {
+		return nil
+	}
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // MatrixTable prints one line per pair: expected, observed, matched.
 func MatrixTable(w io.Writer, entries []Entry) {
-	fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", "SCENARIO", "LOCK", "EXPECTED", "OBSERVED", "")
+	fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", "SCENARIO", "LOCK", "EXPECTED", "OBSERVED", "MATCHED")
 	for _, e := range entries {
 		mark := "ok"
 		if !e.Matched {

@@ -121,6 +121,10 @@ type Scenario struct {
 	WaiterTimeoutTTLs float64
 	// Random marks the exploration scenario: not part of "all".
 	Random bool
+	// Alone, when set, says why the story's verdict hangs on timing that a
+	// busy machine would disturb: a matrix run in parallel gives it the
+	// machine to itself.
+	Alone string
 	// Requires lists the nemesis actions the story needs to have happened;
 	// the first is its fault, around which Traffic is counted. A run
 	// without them is vacuous.

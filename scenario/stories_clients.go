@@ -132,6 +132,7 @@ func init() {
 	add(Scenario{
 		Name:          "watchdog-stall",
 		Story:         "S4 control: a holder's critical section is slow (2.5 TTLs) but its process lives and reaches Redis.",
+		Alone:         "the watchdog must renew every TTL/3 on time; a starved core lets a live holder's lease lapse",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Expect: expect(
 			watchdogLocks, Expectation{Outcome: Safe, Why: "the watchdog renews the lease while the holder works: what it is for"},
@@ -150,6 +151,7 @@ func init() {
 			"arrival order.",
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 4,
 		Fairness: true,
+		Alone:    "grants are judged in arrival order to 20 ms; a busy core delays a waiter's wake-up past that",
 		// 50 ms inside at a 500 ms TTL: four clients queue behind each holder.
 		HoldTTLs: 0.1,
 		// A waiter timeout far beyond the run: the FairLock's waiter

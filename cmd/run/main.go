@@ -8,6 +8,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -15,7 +16,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -48,11 +54,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		out       = fs.String("out", "results", "results directory")
 		list      = fs.Bool("list", false, "list scenarios and locks, then exit")
 		procs     = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
+		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
+		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines")
+		merge     = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-client-procs] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-client-procs] [-parallel N] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -67,6 +76,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printList(stdout)
 		return 0
 	}
+	// A flag given with a zero or empty value is a typo, not a wish for
+	// the default: the default is what an omitted flag means.
+	var bad string
+	fs.Visit(func(f *flag.Flag) {
+		switch {
+		case bad != "":
+		case f.Name == "clients" && *clients <= 0, f.Name == "ttl" && *ttl <= 0, f.Name == "time-limit" && *timeLimit <= 0,
+			f.Name == "parallel" && *parallel < 1:
+			bad = fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", f.Name, f.Value)
+		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "out") && strings.TrimSpace(f.Value.String()) == "":
+			bad = fmt.Sprintf("-%s is empty (omit the flag for the default)", f.Name)
+		}
+	})
+	if bad != "" {
+		fmt.Fprintf(stderr, "run: %s\n", bad)
+		return 2
+	}
+	if err := writable(*out); err != nil {
+		fmt.Fprintf(stderr, "run: -out %s: %v\n", *out, err)
+		return 2
+	}
+	if *merge != "" {
+		return mergeShards(split(*merge), *out, stdout, stderr)
+	}
 	if *seed == 0 {
 		*seed = time.Now().UnixNano()
 	}
@@ -74,6 +107,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 2
+	}
+	// The whole matrix, or a shard of a selection, is what summary.json
+	// and the index's grid show; an ad-hoc selection leaves them alone.
+	full := *scenarios == "all" && *lockNames == "" || *shard != ""
+	if *shard != "" {
+		i, n, err := parseShard(*shard)
+		if err != nil {
+			fmt.Fprintf(stderr, "run: -shard %s: %v\n", *shard, err)
+			return 2
+		}
+		var mine [][2]string
+		for k, p := range pairs {
+			if k%n == i-1 {
+				mine = append(mine, p)
+			}
+		}
+		if pairs = mine; len(pairs) == 0 {
+			fmt.Fprintf(stderr, "run: -shard %s: no pair falls in this shard\n", *shard)
+			return 2
+		}
 	}
 	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout, ClientProcs: *procs}
 	if isTerminal(stdout) {
@@ -88,32 +141,78 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	fmt.Fprintf(stdout, "seed %d\n", *seed)
-	matrix := report.Matrix{Started: time.Now(), Seed: *seed}
-	for _, p := range pairs {
+	fmt.Fprintf(stdout, "seed %d; %d pair(s), %d at a time; clients, ttl and time limit are each scenario's own unless given\n",
+		*seed, len(pairs), *parallel)
+	if *parallel > 1 {
+		// Status lines of runs side by side would overwrite each other.
+		base.Progress = nil
+	}
+	matrix := report.Matrix{Started: time.Now(), Seed: *seed, Shard: *shard}
+	matrix.Entries = make([]report.Entry, len(pairs))
+	var (
+		printing    sync.Mutex
+		interrupted []string
+		wg          sync.WaitGroup
+	)
+	slots := newSlots(*parallel)
+	for i, p := range pairs {
 		o := base
 		o.Scenario, o.Lock = p[0], p[1]
-		res, err := scenario.Run(ctx, o)
-		if o.Progress != nil {
-			fmt.Fprint(stdout, "\r\033[K")
+		// A story whose verdict hangs on timing gets the machine alone.
+		need := 1
+		if s, _ := scenario.Lookup(p[0]); s.Alone != "" {
+			need = *parallel
 		}
-		if errors.Is(err, scenario.ErrInterrupted) {
-			fmt.Fprintf(stderr, "run: interrupted; partial history in %s/history.jsonl\n", res.Dir)
-			return 130
+		slots.take(need)
+		if ctx.Err() != nil {
+			slots.give(need)
+			break
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "run: %s/%s: %v\n", p[0], p[1], err)
-		} else if err = report.Write(res); err != nil {
-			fmt.Fprintf(stderr, "run: %v\n", err)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer slots.give(need)
+			var out bytes.Buffer
+			if *parallel == 1 {
+				o.Log = stdout
+			} else {
+				o.Log = &out
+			}
+			res, err := scenario.Run(ctx, o)
+			if err == nil {
+				err = report.Write(res)
+			}
+			printing.Lock()
+			defer printing.Unlock()
+			stdout.Write(out.Bytes())
+			if o.Progress != nil {
+				fmt.Fprint(stdout, "\r\033[K")
+			}
+			if errors.Is(err, scenario.ErrInterrupted) {
+				interrupted = append(interrupted, res.Dir)
+				return
+			}
+			if err != nil {
+				fmt.Fprintf(stderr, "run: %s/%s: %v\n", p[0], p[1], err)
+			}
+			if res != nil && res.Outcome != "" {
+				report.Summary(stdout, res)
+			}
+			matrix.Entries[i] = report.EntryOf(p[0], p[1], res, err)
+		}()
+	}
+	wg.Wait()
+	if len(interrupted) > 0 || ctx.Err() != nil {
+		for _, dir := range interrupted {
+			fmt.Fprintf(stderr, "run: interrupted; partial history in %s/history.jsonl\n", dir)
 		}
-		if res != nil && res.Outcome != "" {
-			report.Summary(stdout, res)
-		}
-		matrix.Entries = append(matrix.Entries, report.EntryOf(p[0], p[1], res, err))
+		return 130
 	}
 	if len(pairs) > 1 {
 		fmt.Fprintln(stdout)
 		report.MatrixTable(stdout, matrix.Entries)
+	}
+	if full {
 		if err := report.WriteSummary(*out, matrix); err != nil {
 			fmt.Fprintf(stderr, "run: %v\n", err)
 			return 1
@@ -129,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			failed++
 		}
 	}
-	fmt.Fprintf(stdout, "%d of %d runs matched their expectation; results under %s/\n", len(pairs)-failed, len(pairs), *out)
+	fmt.Fprintf(stdout, "%d of %d runs matched their expectation; open %s\n", len(pairs)-failed, len(pairs), filepath.Join(*out, "index.html"))
 	if failed > 0 {
 		return 1
 	}
@@ -141,6 +240,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // each scenario runs every lock it has an expectation for.
 func plan(scenarioList, lockList string) ([][2]string, error) {
 	var names []string
+	if slices.Contains(split(scenarioList), "all") && scenarioList != "all" {
+		return nil, errors.New(`-scenario all runs every story and cannot be combined with other names`)
+	}
 	if scenarioList == "all" {
 		// Every story; exploration (random) is asked for by name.
 		for _, n := range scenario.Names() {
@@ -161,6 +263,9 @@ func plan(scenarioList, lockList string) ([][2]string, error) {
 			return nil, err
 		}
 		ls := split(lockList)
+		if len(ls) == 0 && s.Random {
+			return nil, fmt.Errorf("-scenario %s explores one lock at a time: name it with -lock (one of %s)", sn, strings.Join(locks.Names(), ", "))
+		}
 		if len(ls) == 0 {
 			ls = s.Locks()
 		}
@@ -241,4 +346,85 @@ func statusLine(w io.Writer) func(scenario.Progress) {
 		}
 		fmt.Fprintf(w, "\r\033[K  %5.1fs / %.1fs  %7d ops  nemesis: %s", p.Elapsed.Seconds(), p.TimeLimit.Seconds(), p.Ops, nem)
 	}
+}
+
+// slots hands out the matrix's places to run: take blocks until n are free,
+// in the order asked, so a story that needs the machine alone waits for
+// the runs before it and holds back those after it.
+type slots struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	free int
+}
+
+func newSlots(n int) *slots {
+	s := &slots{free: n}
+	s.cond = sync.NewCond(&s.mu)
+	return s
+}
+
+func (s *slots) take(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for s.free < n {
+		s.cond.Wait()
+	}
+	s.free -= n
+}
+
+func (s *slots) give(n int) {
+	s.mu.Lock()
+	s.free += n
+	s.mu.Unlock()
+	s.cond.Broadcast()
+}
+
+// writable checks that dir can be made and written to before anything
+// starts, so a bad -out costs one line, not a matrix of errors.
+func writable(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return errors.Unwrap(err)
+	}
+	f, err := os.CreateTemp(dir, ".writable-*")
+	if err != nil {
+		return errors.Unwrap(err)
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// parseShard reads "i/n" with 1 ≤ i ≤ n.
+func parseShard(s string) (int, int, error) {
+	a, b, ok := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
+		return 0, 0, errors.New("want i/n with 1 ≤ i ≤ n, e.g. 2/3")
+	}
+	return i, n, nil
+}
+
+// mergeShards joins the summaries of shard result directories into out:
+// their run directories are copied under out so the index's links resolve,
+// the entries are joined into one summary and grid, and a shard missing
+// from the set (or given twice) is an error, so a merged matrix is never
+// silently short.
+func mergeShards(dirs []string, out string, stdout, stderr io.Writer) int {
+	merged, err := report.Merge(dirs, out)
+	if err != nil {
+		fmt.Fprintf(stderr, "run: -merge: %v\n", err)
+		return 1
+	}
+	report.MatrixTable(stdout, merged.Entries)
+	if err := report.WriteIndex(out); err != nil {
+		fmt.Fprintf(stderr, "run: %v\n", err)
+		return 1
+	}
+	failed := merged.Total - merged.Matched
+	fmt.Fprintf(stdout, "merged %d shard(s): %d of %d runs matched their expectation; open %s\n",
+		len(dirs), merged.Matched, merged.Total, filepath.Join(out, "index.html"))
+	if failed > 0 {
+		return 1
+	}
+	return 0
 }

@@ -27,6 +27,14 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		"stray argument":   {"baseline"},
 		"too few clients":  {"-scenario", "baseline", "-clients", "1"},
 		"too short":        {"-scenario", "paused-holder", "-time-limit", "1s"},
+		"zero ttl":         {"-ttl", "0"},
+		"zero clients":     {"-clients", "0"},
+		"zero time limit":  {"-time-limit", "0s"},
+		"empty lock":       {"-lock", ""},
+		"zero parallel":    {"-parallel", "0"},
+		"random, no lock":  {"-scenario", "random"},
+		"all and more":     {"-scenario", "random,all"},
+		"bad shard":        {"-shard", "3/2"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -41,6 +49,13 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 			}
 		})
 	}
+	t.Run("unwritable out", func(t *testing.T) {
+		var errb bytes.Buffer
+		if code := run(context.Background(), []string{"-out", "/proc/locktorture"}, &bytes.Buffer{}, &errb); code != 2 ||
+			strings.Count(errb.String(), "\n") != 1 {
+			t.Fatalf("exit %d, stderr %q: want 2 and one line", code, errb.String())
+		}
+	})
 	var errb bytes.Buffer
 	run(context.Background(), []string{"-scenario", "nope"}, &bytes.Buffer{}, &errb)
 	if !strings.Contains(errb.String(), "paused-holder") {
@@ -96,6 +111,51 @@ func TestMatchedRunExits0AndWritesFiles(t *testing.T) {
 	html, err := os.ReadFile(filepath.Join(runs[0], "timeline.html"))
 	if err != nil || !bytes.Contains(html, []byte("<html")) {
 		t.Fatalf("timeline.html missing or not HTML: %v", err)
+	}
+}
+
+// Two shards of a selection, run side by side, merge into one matrix whose
+// every entry points at a run directory under the merged -out.
+func TestShardsRunInParallelAndMerge(t *testing.T) {
+	base := []string{"-scenario", "baseline", "-lock", "set-nx-px,mutex,none", "-time-limit", "1s", "-parallel", "2"}
+	var dirs []string
+	for _, shard := range []string{"1/2", "2/2"} {
+		dir := t.TempDir()
+		var out bytes.Buffer
+		code := run(context.Background(), append(base, "-shard", shard, "-out", dir), &out, &bytes.Buffer{})
+		if code != 0 {
+			t.Fatalf("shard %s: exit %d:\n%s", shard, code, out.String())
+		}
+		dirs = append(dirs, dir)
+	}
+	merged := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-merge", dirs[0] + "," + dirs[1], "-out", merged}, &out, &errb); code != 0 {
+		t.Fatalf("merge: exit %d: %s%s", code, out.String(), errb.String())
+	}
+	var m struct {
+		Total, Matched int
+		Entries        []struct{ Lock, Dir string }
+	}
+	b, err := os.ReadFile(filepath.Join(merged, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.Total != 3 || m.Matched != 3 {
+		t.Fatalf("merged %d entries, %d matched; want 3 and 3:\n%s", m.Total, m.Matched, out.String())
+	}
+	for _, e := range m.Entries {
+		if _, err := os.Stat(filepath.Join(e.Dir, "results.json")); err != nil || !strings.HasPrefix(e.Dir, merged) {
+			t.Errorf("%s: run dir %q not under the merged out: %v", e.Lock, e.Dir, err)
+		}
+	}
+	// A set with a shard missing is refused.
+	if code := run(context.Background(), []string{"-merge", dirs[0], "-out", t.TempDir()}, &bytes.Buffer{}, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "2/2 missing") {
+		t.Fatalf("merge of one of two shards: exit %d, %q", code, errb.String())
 	}
 }
 
