@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
@@ -74,7 +76,9 @@ func New(opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %s not found: install it with `make setup` (apt-get install redis-server) or pass its path", server)
 	}
-	dir, err := os.MkdirTemp(opts.Dir, "locktorture-")
+	// The pid in the name lets a later run tell a dead run's leftovers
+	// (kill -9 leaves them) from a live run's dir: RemoveLeftovers.
+	dir, err := os.MkdirTemp(opts.Dir, fmt.Sprintf("%s%d-", tempPrefix, os.Getpid()))
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
@@ -85,6 +89,39 @@ func New(opts Options) (*Cluster, error) {
 		dir:     dir,
 		proxies: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), log),
 	}, nil
+}
+
+// tempPrefix starts the name of every cluster's temp dir.
+const tempPrefix = "locktorture-"
+
+// RemoveLeftovers removes the temp dirs (under dir; "" is the system's)
+// of clusters whose harness process is gone: a harness killed with
+// SIGKILL cannot remove its own. It returns what it removed. A dir whose
+// pid is alive, or whose name carries none, is left alone.
+func RemoveLeftovers(dir string) ([]string, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	paths, err := filepath.Glob(filepath.Join(dir, tempPrefix+"*"))
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, p := range paths {
+		rest := strings.TrimPrefix(filepath.Base(p), tempPrefix)
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			continue // alive (or not ours to ask about)
+		}
+		if err := os.RemoveAll(p); err == nil {
+			removed = append(removed, p)
+		}
+	}
+	return removed, nil
 }
 
 // Start makes a cluster of n nodes named n1..nN without persistence.

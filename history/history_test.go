@@ -3,6 +3,8 @@ package history
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -73,5 +75,38 @@ func TestPairsLeavesUnfinishedInvokesOpen(t *testing.T) {
 	p := Pairs(ops)
 	if len(p) != 2 || p[0].Completion == nil || p[1].Completion != nil {
 		t.Fatalf("bad pairs %+v", p)
+	}
+}
+
+// A compressed history loads as the plain one did, by either name, and
+// the plain file is gone.
+func TestCompressKeepsEveryOp(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	r, err := Create(path, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1000; i++ {
+		r.Complete(r.Invoke(0, Acquire, "L", nil), Fail, nil, errors.New("taken"))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	plain, _ := os.Stat(path)
+	if err := Compress(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("plain history still there: %v", err)
+	}
+	gz, _ := os.Stat(path + ".gz")
+	if gz.Size()*5 > plain.Size() {
+		t.Errorf("compressed %d → %d bytes: want at least 5×", plain.Size(), gz.Size())
+	}
+	for _, name := range []string{path, path + ".gz"} {
+		ops, err := LoadFile(name)
+		if err != nil || len(ops) != 2000 || ops[1999].Error != "taken" {
+			t.Fatalf("LoadFile(%s): %d ops, %v", name, len(ops), err)
+		}
 	}
 }

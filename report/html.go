@@ -53,7 +53,7 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 {{if .R.Schedule}}<p class="muted">Schedule:</p><pre>{{.R.Schedule}}</pre>{{end}}
 <h2>Files</h2>
 <ul><li><a href="timeline.html">timeline.html</a>: porcupine's timeline of every acquire and release, with the store's ops, the nemesis and the anomalies</li>
-<li><a href="history.jsonl">history.jsonl</a>: every op as it happened</li>
+<li><a href="history.jsonl.gz">history.jsonl.gz</a>: every op as it happened (gzip; <code>history.LoadFile</code> reads it)</li>
 <li><a href="results.json">results.json</a>: verdicts and details</li>
 <li><a href="cluster.json">cluster.json</a>: the nodes, their ports and pids</li></ul>
 </body></html>`))

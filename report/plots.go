@@ -208,16 +208,17 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 	return Chart{Name: "throughput", Title: p.Title.Text, Series: series, plot: p, height: 4 * vg.Inch}, nil
 }
 
-// The grid thin draws on: finer than the chart's pixels (10 inches wide),
-// so what it drops would have been drawn on a point already there.
-const thinCellsX, thinCellsY = 3000, 600
+// The grid thin draws on: finer than the glyphs (3 points wide on a chart
+// 10 inches wide), so what it drops would have been drawn on a point
+// already there.
+const thinCellsX, thinCellsY = 1500, 300
 
 // thin keeps one point of xys per cell of a grid finer than the chart's
 // pixels (on a log scale for y when logY), the first in the order given: a
 // million-op run's chart looks as the whole would, at the size of a short
 // run's.
 func thin(xys plotter.XYs, logY bool) plotter.XYs {
-	if len(xys) < thinCellsX {
+	if len(xys) < 2 {
 		return xys
 	}
 	y := func(v float64) float64 {

@@ -39,12 +39,16 @@ func Write(r *scenario.Result) error {
 			return err
 		}
 	}
-	return page(r, charts)
+	if err := page(r, charts); err != nil {
+		return err
+	}
+	// Written whole and judged: keep it compressed.
+	return history.Compress(filepath.Join(r.Dir, "history.jsonl"))
 }
 
 // timelineOps bounds how many lock ops a key's timeline shows: a window
 // that a browser opens at once, however long the run.
-const timelineOps = 2000
+const timelineOps = 1000
 
 // Timeline writes porcupine's visualization of a window of the lock ops,
 // with the nemesis's actions, the protected-store ops and every anomaly in

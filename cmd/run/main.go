@@ -25,6 +25,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
@@ -99,6 +100,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if *merge != "" {
 		return mergeShards(split(*merge), *out, stdout, stderr)
+	}
+	if gone, err := cluster.RemoveLeftovers(""); err == nil && len(gone) > 0 {
+		fmt.Fprintf(stdout, "removed %d temp dir(s) left by runs that were killed: %s\n", len(gone), strings.Join(gone, " "))
 	}
 	if *seed == 0 {
 		*seed = time.Now().UnixNano()

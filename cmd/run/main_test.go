@@ -267,7 +267,7 @@ func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 
 func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
 	bin := buildRun(t)
-	cmd, dir, _ := startLongRun(t, bin)
+	cmd, dir, tmp := startLongRun(t, bin)
 	pids := nodePIDs(t, dir)
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
@@ -275,6 +275,21 @@ func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
 	ops, err := history.LoadFile(filepath.Join(dir, "history.jsonl"))
 	if len(ops) == 0 || (err != nil && !errors.Is(err, history.ErrTruncated)) {
 		t.Fatalf("history after kill -9: %d ops, %v", len(ops), err)
+	}
+	// The killed harness could not remove its temp dir; the next run does,
+	// and says so.
+	left, _ := filepath.Glob(filepath.Join(tmp, "locktorture-*"))
+	if len(left) != 1 {
+		t.Fatalf("want the killed run's temp dir left behind, found %v", left)
+	}
+	next := exec.Command(bin, "-scenario", "baseline", "-lock", "mutex", "-time-limit", "1s", "-out", t.TempDir())
+	next.Env = append(os.Environ(), "TMPDIR="+tmp)
+	out, err := next.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "removed 1 temp dir(s) left by runs that were killed") {
+		t.Fatalf("next run: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(left[0]); !os.IsNotExist(err) {
+		t.Fatalf("%s still there after the next run: %v", left[0], err)
 	}
 }
 
