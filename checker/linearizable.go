@@ -391,7 +391,7 @@ func (s segment) opening() porcupine.Operation {
 // minSegment is how many ops a segment gathers before it may end: one
 // porcupine call a segment, each of a few thousand ops at most, keeps both
 // the per-call cost and the search's square small.
-const minSegment = 1000
+const minSegment = 250
 
 // segmentsOf cuts each key's ops at quiescent points. The state at a cut is
 // known without a search: the ops before it are all settled (failed and
@@ -424,14 +424,14 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 			return st
 		}
 		cur := segment{key: key, init: MutexState{Holder: free}, from: kops[0].Call}
+		start := 0 // cur.ops is kops[start:i], a window on the key's ops, not a copy
 		maxReturn := int64(math.MinInt64)
-		for _, o := range kops {
-			if len(cur.ops) >= minOps && o.Call > maxReturn {
-				cur.to = maxReturn
+		for i, o := range kops {
+			if i-start >= minOps && o.Call > maxReturn {
+				cur.ops, cur.to = kops[start:i], maxReturn
 				out = append(out, cur)
-				cur = segment{key: key, init: state(), from: o.Call}
+				cur, start = segment{key: key, init: state(), from: o.Call}, i
 			}
-			cur.ops = append(cur.ops, o)
 			maxReturn = max(maxReturn, o.Return)
 			in, res := o.Input.(MutexInput), o.Output.(MutexOutput)
 			switch {
@@ -444,7 +444,7 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 				}
 			}
 		}
-		cur.to = maxReturn
+		cur.ops, cur.to = kops[start:], maxReturn
 		out = append(out, cur)
 	}
 	return out

@@ -261,6 +261,9 @@ func LoadFile(path string) ([]Op, error) {
 // the disk. The plain file goes only once the compressed one is complete.
 func Compress(path string) error {
 	in, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil // nothing on disk to compress (a history held in memory only)
+	}
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}

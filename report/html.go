@@ -47,7 +47,7 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 {{range .R.Verdicts}}<tr><td>{{.Checker}}</td><td class="{{.Valid}}">{{.Valid}}</td><td>{{range $k, $v := .Counts}}{{$k}}: {{$v}} {{end}}</td></tr>{{end}}
 </table>
 <h2>Plots</h2>
-{{range .Charts}}<p><a href="{{.Name}}.svg"><img src="{{.Name}}.png" alt="{{.Title}}"></a></p>{{end}}
+{{range .Charts}}<p>{{if $.Vector}}<a href="{{.Name}}.svg"><img src="{{.Name}}.png" alt="{{.Title}}"></a>{{else}}<img src="{{.Name}}.png" alt="{{.Title}}">{{end}}</p>{{end}}
 <h2>Nemesis</h2>
 {{if .Faults}}<ul>{{range .Faults}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>No faults.</p>{{end}}
 {{if .R.Schedule}}<p class="muted">Schedule:</p><pre>{{.R.Schedule}}</pre>{{end}}
@@ -63,7 +63,7 @@ type finding struct {
 }
 
 // page writes the run's index.html.
-func page(r *scenario.Result, charts []Chart) error {
+func page(r *scenario.Result, charts []Chart, vector bool) error {
 	faults := Faults(r.Ops)
 	var findings []finding
 	total := 0
@@ -93,7 +93,7 @@ func page(r *scenario.Result, charts []Chart) error {
 	defer f.Close()
 	err = runPage.Execute(f, map[string]any{
 		"R": r, "Charts": charts, "Findings": findings, "More": more, "Faults": fs, "Headlines": headlines(r, faults),
-		"Started": r.Started.UTC().Format(time.RFC3339),
+		"Started": r.Started.UTC().Format(time.RFC3339), "Vector": vector,
 	})
 	if err != nil {
 		return fmt.Errorf("report: index.html: %w", err)

@@ -27,16 +27,22 @@ type Chart struct {
 	height vg.Length
 }
 
-// Save writes the chart as name.png and name.svg into dir. gonum/plot
-// panics on some degenerate data; that becomes an error here, so a chart
-// that cannot be drawn costs the chart, not the run.
-func (c Chart) Save(dir string) (err error) {
+// Save writes the chart as name.png into dir, and as name.svg too when
+// vector: the SVG, which zooms, is for the runs a person digs into, and is
+// most of a run's size. gonum/plot panics on some degenerate data; that
+// becomes an error here, so a chart that cannot be drawn costs the chart,
+// not the run.
+func (c Chart) Save(dir string, vector bool) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("report: drawing %s: %v", c.Name, r)
 		}
 	}()
-	for _, ext := range []string{"png", "svg"} {
+	exts := []string{"png"}
+	if vector {
+		exts = append(exts, "svg")
+	}
+	for _, ext := range exts {
 		if err := c.plot.Save(10*vg.Inch, c.height, filepath.Join(dir, c.Name+"."+ext)); err != nil {
 			return fmt.Errorf("report: %s.%s: %w", c.Name, ext, err)
 		}

@@ -34,21 +34,28 @@ func Write(r *scenario.Result) error {
 	if err != nil {
 		return err
 	}
+	// A run that came out as expected and clean is rarely opened: its
+	// charts are PNGs only.
+	vector := Vector(r)
 	for _, c := range charts {
-		if err := c.Save(r.Dir); err != nil {
+		if err := c.Save(r.Dir, vector); err != nil {
 			return err
 		}
 	}
-	if err := page(r, charts); err != nil {
+	if err := page(r, charts, vector); err != nil {
 		return err
 	}
 	// Written whole and judged: keep it compressed.
 	return history.Compress(filepath.Join(r.Dir, "history.jsonl"))
 }
 
+// Vector says whether a run's charts are also written as SVG: when it did
+// not match its expectation or showed anomalies, the runs a person zooms in.
+func Vector(r *scenario.Result) bool { return !r.Matched || r.Outcome != scenario.Safe }
+
 // timelineOps bounds how many lock ops a key's timeline shows: a window
 // that a browser opens at once, however long the run.
-const timelineOps = 1000
+const timelineOps = 500
 
 // Timeline writes porcupine's visualization of a window of the lock ops,
 // with the nemesis's actions, the protected-store ops and every anomaly in
