@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"container/heap"
 	"fmt"
 	"math"
 	"runtime"
@@ -393,20 +394,38 @@ func (s segment) opening() porcupine.Operation {
 // the per-call cost and the search's square small.
 const minSegment = 250
 
-// segmentsOf cuts each key's ops at quiescent points. The state at a cut is
-// known without a search: the ops before it are all settled (failed and
-// unknown acquires are reduced away or return at +inf, so no cut follows
-// them; a last unknown release is taken to have freed the key, which the
-// reduction shows to be harmless), and in any legal order of them the
-// holder is the one process with more successful acquires than releases,
-// the count is that surplus, and the fence is the greatest handed out. If
-// they have no legal order the verdict is illegal whatever follows.
+// segmentsOf cuts each key's ops at points where everything still in
+// flight is a successful acquire (nothing at all, at a quiescent point). Such an acquire is moved whole to the
+// segment after the point, called at the point, which keeps the verdict:
+//   - if the key is held there, by H, another process's acquire cannot
+//     have taken effect before (the key was held from before the point
+//     until after it, and had it been taken before H's acquire, its
+//     release, called after its return, would have come after the point
+//     too), and H's own (reentrant) one only counts up while H holds, with
+//     nobody else able to act on the key until H's releases, called after
+//     it returned;
+//   - if the key is free there, a linearization where it took effect
+//     before the point can have it at the point instead: in between its
+//     process held the key, so only ops that may leave the state alone sit
+//     there, and its process has no other op in flight.
+//
+// Without these cuts, blocking acquires that wait through one hold after
+// another leave no quiescent point on a busy key.
+//
+// The state at a cut is known without a search: the ops before it are
+// settled (failed and unknown acquires are reduced away or return at +inf,
+// so no cut follows them; a last unknown release is taken to have freed
+// the key, which the reduction shows to be harmless), and in any legal
+// order of them the holder is the one process with more successful
+// acquires than releases, the count is that surplus, and the fence is the
+// greatest handed out. If they have no legal order the verdict is illegal
+// whatever follows.
 func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment {
 	var out []segment
 	for _, kops := range partitionByKey(ops) {
 		sort.SliceStable(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
 		key := kops[0].Input.(MutexInput).Key
-		net := map[int]int{}
+		net := map[int]int{} // over the ops that returned before the sweep's time
 		var fence int64
 		state := func() MutexState {
 			st := MutexState{Holder: free}
@@ -423,31 +442,83 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 			}
 			return st
 		}
+		// In flight: the ops called and not yet returned, by return time;
+		// of them, how many are not successful acquires (they block a cut).
+		flying := &byReturn{}
+		blocking := 0
+		isAcquire := func(o porcupine.Operation) bool {
+			return o.Input.(MutexInput).F == history.Acquire && o.Output.(MutexOutput).Type == history.OK
+		}
 		cur := segment{key: key, init: MutexState{Holder: free}, from: kops[0].Call}
-		start := 0 // cur.ops is kops[start:i], a window on the key's ops, not a copy
+		var moved []porcupine.Operation
 		maxReturn := int64(math.MinInt64)
-		for i, o := range kops {
-			if i-start >= minOps && o.Call > maxReturn {
-				cur.ops, cur.to = kops[start:i], maxReturn
-				out = append(out, cur)
-				cur, start = segment{key: key, init: state(), from: o.Call}, i
-			}
-			maxReturn = max(maxReturn, o.Return)
-			in, res := o.Input.(MutexInput), o.Output.(MutexOutput)
-			switch {
-			case in.F == history.Acquire && res.Type == history.OK:
-				net[in.Process]++
-				fence = max(fence, res.Fence)
-			case in.F == history.Release:
-				if net[in.Process]--; net[in.Process] == 0 {
-					delete(net, in.Process)
+		for _, o := range kops {
+			for flying.Len() > 0 && (*flying)[0].Return < o.Call {
+				done := heap.Pop(flying).(porcupine.Operation)
+				in, res := done.Input.(MutexInput), done.Output.(MutexOutput)
+				switch {
+				case isAcquire(done):
+					net[in.Process]++
+					fence = max(fence, res.Fence)
+				default:
+					blocking--
+					if in.F == history.Release {
+						if net[in.Process]--; net[in.Process] == 0 {
+							delete(net, in.Process)
+						}
+					}
 				}
 			}
+			if len(cur.ops) >= minOps && blocking == 0 {
+				st := state()
+				settled := len(cur.ops) - flying.Len() // in flight: all in cur, moved ones included
+				if settled > 0 {
+					// Cut at o.Call: what is still in flight moves to
+					// the next segment, called at the cut.
+					moved = moved[:0]
+					keep := cur.ops[:0]
+					for _, p := range cur.ops {
+						if p.Return >= o.Call {
+							p.Call = o.Call
+							moved = append(moved, p)
+						} else {
+							keep = append(keep, p)
+						}
+					}
+					cur.ops, cur.to = keep, maxReturn
+					out = append(out, cur)
+					cur = segment{key: key, init: st, from: o.Call, ops: append([]porcupine.Operation(nil), moved...)}
+					maxReturn = math.MinInt64
+					for _, p := range moved {
+						maxReturn = max(maxReturn, p.Return)
+					}
+				}
+			}
+			cur.ops = append(cur.ops, o)
+			maxReturn = max(maxReturn, o.Return)
+			heap.Push(flying, o)
+			if !isAcquire(o) {
+				blocking++
+			}
 		}
-		cur.ops, cur.to = kops[start:], maxReturn
+		cur.to = maxReturn
 		out = append(out, cur)
 	}
 	return out
+}
+
+// byReturn is a min-heap of ops by return time.
+type byReturn []porcupine.Operation
+
+func (h byReturn) Len() int           { return len(h) }
+func (h byReturn) Less(i, j int) bool { return h[i].Return < h[j].Return }
+func (h byReturn) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *byReturn) Push(x any)        { *h = append(*h, x.(porcupine.Operation)) }
+func (h *byReturn) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
 }
 
 // checkSegments runs the plain search on each segment, two at a time per
