@@ -214,10 +214,10 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 	return Chart{Name: "throughput", Title: p.Title.Text, Series: series, plot: p, height: 4 * vg.Inch}, nil
 }
 
-// The grid thin draws on: finer than the glyphs (3 points wide on a chart
-// 10 inches wide), so what it drops would have been drawn on a point
-// already there.
-const thinCellsX, thinCellsY = 1500, 300
+// The grid thin draws on: about a glyph's width (3 points on a plot some
+// 650 points wide) across and half a glyph's height up, so what it drops
+// would have been drawn over a point already there.
+const thinCellsX, thinCellsY = 500, 150
 
 // thin keeps one point of xys per cell of a grid finer than the chart's
 // pixels (on a log scale for y when logY), the first in the order given: a

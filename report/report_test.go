@@ -29,9 +29,9 @@ func runAndWrite(t *testing.T, out, scen, lock string, limit time.Duration) *sce
 	return res
 }
 
-// checkImages asserts name.png is a PNG and name.svg an SVG document, both
-// of a size a real plot has.
-func checkImages(t *testing.T, dir, name string) {
+// checkImages asserts name.png is a PNG of a size a real plot has, and
+// name.svg an SVG document if vector, else absent.
+func checkImages(t *testing.T, dir, name string, vector bool) {
 	t.Helper()
 	f, err := os.Open(filepath.Join(dir, name+".png"))
 	if err != nil {
@@ -50,6 +50,12 @@ func checkImages(t *testing.T, dir, name string) {
 		t.Errorf("%s.png is %d bytes", name, st.Size())
 	}
 	svg, err := os.ReadFile(filepath.Join(dir, name+".svg"))
+	if !vector {
+		if err == nil {
+			t.Errorf("%s.svg written for a run that matched its expectation", name)
+		}
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +126,7 @@ func TestReportOfARealRun(t *testing.T) {
 	got := map[string]int{}
 	for _, c := range charts {
 		got[c.Name] = c.Series
-		checkImages(t, res.Dir, c.Name)
+		checkImages(t, res.Dir, c.Name, report.Vector(res))
 	}
 	for name, n := range want {
 		if got[name] != n {
@@ -132,6 +138,19 @@ func TestReportOfARealRun(t *testing.T) {
 	}
 	checkLinks(t, filepath.Join(res.Dir, "index.html"))
 	checkLinks(t, filepath.Join(out, "index.html"))
+	// The same run, had it not matched, gets zoomable SVGs, linked.
+	res.Matched = false
+	if err := report.Write(res); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range charts {
+		checkImages(t, res.Dir, c.Name, true)
+	}
+	checkLinks(t, filepath.Join(res.Dir, "index.html"))
+	res.Matched = true
+	if err := report.Write(res); err != nil {
+		t.Fatal(err)
+	}
 	page, _ := os.ReadFile(filepath.Join(res.Dir, "index.html"))
 	for _, want := range []string{"expected <b>unsafe", "observed <b>unsafe", "MATCHED", "meanwhile the nemesis: pause process", "double-holder", "lost-update"} {
 		if !bytes.Contains(page, []byte(want)) {
@@ -152,7 +171,7 @@ func TestClockChartOfARealRun(t *testing.T) {
 			if c.Series != 1 {
 				t.Fatalf("one node's clock moved, chart has %d series", c.Series)
 			}
-			checkImages(t, res.Dir, "clocks")
+			checkImages(t, res.Dir, "clocks", report.Vector(res))
 			return
 		}
 	}
