@@ -67,6 +67,7 @@ func page(r *scenario.Result, charts []Chart, vector bool) error {
 	faults := Faults(r.Ops)
 	var findings []finding
 	total := 0
+	lastWhile := ""
 	for _, v := range r.Verdicts {
 		shown := 0
 		for _, a := range v.Anomalies {
@@ -75,12 +76,19 @@ func page(r *scenario.Result, charts []Chart, vector bool) error {
 				continue
 			}
 			shown++
-			findings = append(findings, finding{Kind: v.Checker + ": " + a.Kind, Text: a.Text, While: strings.Join(During(faults, a.Start, a.End), "; ")})
+			f := finding{Kind: v.Checker + ": " + a.Kind, Text: a.Text, While: strings.Join(During(faults, a.Start, a.End), "; ")}
+			// Said once for a run of anomalies in the same fault.
+			if f.While == lastWhile {
+				f.While = ""
+			} else {
+				lastWhile = f.While
+			}
+			findings = append(findings, f)
 		}
 	}
 	more := ""
 	if n := countAll(r.Verdicts); n > len(findings) {
-		more = fmt.Sprintf("%d more anomalies in results.json (%d listed there; the counts above are complete).", n-len(findings), total-len(findings))
+		more = fmt.Sprintf("%d more anomalies, of which results.json lists %d; the checker table below counts them all.", n-len(findings), total-len(findings))
 	}
 	var fs []string
 	for _, f := range faults {

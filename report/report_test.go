@@ -152,6 +152,9 @@ func TestReportOfARealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	page, _ := os.ReadFile(filepath.Join(res.Dir, "index.html"))
+	if n := bytes.Count(page, []byte("meanwhile the nemesis: pause process")); n != 1 {
+		t.Errorf("the pause is told %d times; want once, above the anomalies it explains", n)
+	}
 	for _, want := range []string{"expected <b>unsafe", "observed <b>unsafe", "MATCHED", "meanwhile the nemesis: pause process", "double-holder", "lost-update"} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("index.html does not say %q", want)
