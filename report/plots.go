@@ -157,6 +157,9 @@ func Latency(ops []history.Op, faults []Fault) (Chart, error) {
 			series++
 		}
 	}
+	// Time from the start of the run, and room above the slowest op so
+	// its glyph is not drawn on the border.
+	p.X.Min, p.Y.Max = 0, p.Y.Max*2
 	return Chart{Name: "latency", Title: p.Title.Text, Series: series, plot: p, height: 4.5 * vg.Inch}, nil
 }
 
@@ -185,6 +188,12 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 		counts[k][b]++
 		maxB = max(maxB, b)
 	}
+	// The last bucket is cut short by the end of the run: a rate drawn
+	// from it would dip for no reason.
+	last := maxB
+	if maxB > 0 {
+		last = maxB - 1
+	}
 	addBands(p, faults)
 	dashes := map[string][]vg.Length{
 		history.Acquire: nil, history.Release: {vg.Points(6), vg.Points(3)},
@@ -197,8 +206,8 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 			if len(c) == 0 {
 				continue
 			}
-			xys := make(plotter.XYs, maxB+1)
-			for b := 0; b <= maxB; b++ {
+			xys := make(plotter.XYs, last+1)
+			for b := 0; b <= last; b++ {
 				xys[b] = plotter.XY{X: (float64(b) + 0.5) * bucket, Y: float64(c[b]) / bucket}
 			}
 			l, err := plotter.NewLine(xys)
@@ -211,6 +220,7 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 			series++
 		}
 	}
+	p.X.Min = 0
 	return Chart{Name: "throughput", Title: p.Title.Text, Series: series, plot: p, height: 4 * vg.Inch}, nil
 }
 
