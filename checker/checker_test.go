@@ -2,6 +2,7 @@ package checker
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -424,5 +425,81 @@ func TestResourceOnlyAReadAfterEveryWriteIsFinal(t *testing.T) {
 	x.add(1, history.Invoke, history.Write, "R", reg(2), 14, "").add(1, history.OK, history.Write, "R", nil, 15, "")
 	if v := res(x); v.Valid != Valid {
 		t.Fatalf("an in-cycle read is not the final count: %+v", v.Anomalies)
+	}
+}
+
+// Gaps seen on locks written outside the repository (issue 10, part 4).
+
+// The victim's acquire returned while the stale release was in flight (its
+// SET landed before the DEL), and its own release, within its lease, was
+// refused 0.4 ms later: a foreign release, though the hold began after the
+// release was sent.
+func TestForeignReleaseWhileTheVictimsAcquireWasInFlight(t *testing.T) {
+	lease := func(d int64) *history.Value { return &history.Value{Deadline: d} }
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", lease(40), 10, "")
+	x.add(1, history.Invoke, history.Acquire, "L", nil, 50, "").add(1, history.OK, history.Acquire, "L", lease(5000), 61, "")
+	x.add(0, history.Invoke, history.Release, "L", nil, 60, "").add(0, history.OK, history.Release, "L", nil, 63, "")
+	x.add(1, history.Invoke, history.Release, "L", nil, 62, "").add(1, history.Fail, history.Release, "L", nil, 65, "not held")
+	v := Intervals{}.Check(sorted(x))
+	if v.Counts["foreign-release"] != 1 || v.Anomalies[0].Processes[0] != 0 || v.Anomalies[0].Processes[1] != 1 ||
+		!strings.Contains(v.Anomalies[0].Text, "deleted process 1's lock") {
+		t.Fatalf("process 0's release in flight deleted process 1's lock: %+v", v.Anomalies)
+	}
+	// The same shape with process 1's release accepted is the ordinary
+	// race of a DEL that deleted its own key first: nothing to report.
+	var y h
+	y.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", lease(40), 10, "")
+	y.add(1, history.Invoke, history.Acquire, "L", nil, 50, "").add(1, history.OK, history.Acquire, "L", lease(5000), 61, "")
+	y.add(0, history.Invoke, history.Release, "L", nil, 60, "").add(0, history.OK, history.Release, "L", nil, 63, "")
+	y.add(1, history.Invoke, history.Release, "L", nil, 62, "").add(1, history.OK, history.Release, "L", nil, 65, "")
+	if v := (Intervals{}).Check(sorted(y)); v.Valid != Valid {
+		t.Fatalf("a release that returned before the next holder's was judged foreign: %+v", v.Anomalies)
+	}
+}
+
+// A release refused while the lease was still promised: the lock lost the
+// key under its holder. Refused after the deadline, it is only a lease
+// that ran out.
+func TestReleaseRefusedWithinTheLeaseIsALostLease(t *testing.T) {
+	lease := &history.Value{Deadline: 100}
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", lease, 10, "")
+	x.add(0, history.Invoke, history.Release, "L", nil, 20, "").add(0, history.Fail, history.Release, "L", nil, 21, "not held")
+	if v := (Promise{}).Check(sorted(x)); v.Valid != Invalid || v.Counts["lease-lost"] != 1 {
+		t.Fatalf("a release refused 79 before its deadline: %+v", v)
+	}
+	var y h
+	y.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", lease, 10, "")
+	y.add(0, history.Invoke, history.Release, "L", nil, 99, "").add(0, history.Fail, history.Release, "L", nil, 101, "not held")
+	if v := (Promise{}).Check(sorted(y)); v.Valid != Valid {
+		t.Fatalf("a release answered after the deadline may be refused: %+v", v.Anomalies)
+	}
+}
+
+// A foreign release is told as the history shows it: a deletion is claimed
+// only when the victim's refused release witnesses it.
+func TestForeignReleaseClaimsADeletionOnlyWithAWitness(t *testing.T) {
+	build := func(victimLease *history.Value) string {
+		var x h
+		x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "").add(0, history.OK, history.Acquire, "L", nil, 10, "")
+		x.add(1, history.Invoke, history.Acquire, "L", nil, 20, "").add(1, history.OK, history.Acquire, "L", victimLease, 50, "")
+		x.add(0, history.Invoke, history.Release, "L", nil, 60, "").add(0, history.OK, history.Release, "L", nil, 61, "")
+		x.add(1, history.Invoke, history.Release, "L", nil, 90, "").add(1, history.Fail, history.Release, "L", nil, 91, "not held")
+		for _, a := range (Intervals{}).Check(sorted(x)).Anomalies {
+			if a.Kind == "foreign-release" {
+				return a.Text
+			}
+		}
+		t.Fatal("no foreign release reported")
+		return ""
+	}
+	unwitnessed := build(nil)
+	if strings.Contains(unwitnessed, "deleted process 1's lock") || !strings.Contains(unwitnessed, "if it deleted anything") {
+		t.Fatalf("no lease says the key was still process 1's when its release was refused: %q", unwitnessed)
+	}
+	witnessed := build(&history.Value{Deadline: 500})
+	if !strings.Contains(witnessed, "deleted from under it") {
+		t.Fatalf("process 1's release, refused within its lease, witnesses the deletion: %q", witnessed)
 	}
 }

@@ -126,7 +126,16 @@ func (Intervals) Check(ops []history.Op) Verdict {
 
 // foreignReleases finds releases that succeeded while another process,
 // which acquired the key after the releaser did, still held it: the
-// release deleted someone else's lock (S3, owner-blind DEL).
+// release deleted someone else's lock (S3, owner-blind DEL). Two shapes:
+//   - the other's hold began before the release was sent and was still on
+//     when it was sent;
+//   - the other's acquire returned while the release was in flight (its
+//     SET may have landed before the DEL), and its own release was then
+//     refused while its lease was still promised (Refused): the key it was
+//     promised was gone, and the DEL in flight is what took it.
+//
+// The history cannot say what a DEL deleted: the text says what the
+// history shows, and claims the deletion only with the refusal as witness.
 func foreignReleases(ops []history.Op, holds []Hold, v *Verdict) int {
 	type end struct {
 		process int
@@ -142,6 +151,10 @@ func foreignReleases(ops []history.Op, holds []Hold, v *Verdict) int {
 	for _, hs := range byKey {
 		sort.Slice(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
 	}
+	refused := map[end]Refusal{} // by the release invoke that ended the hold
+	for _, r := range Refused(ops) {
+		refused[end{r.Process, r.Key, r.End}] = r
+	}
 	n := 0
 	for _, p := range history.Pairs(ops) {
 		inv := p.Invoke
@@ -153,19 +166,38 @@ func foreignReleases(ops []history.Op, holds []Hold, v *Verdict) int {
 			continue
 		}
 		hs := byKey[inv.Key]
-		// Holds that began after mine and before my release...
+		// Holds that began after mine and before my release returned...
 		i := sort.Search(len(hs), func(i int) bool { return hs[i].Start > mine.Start })
-		for ; i < len(hs) && hs[i].Start < inv.Time; i++ {
+		for ; i < len(hs) && hs[i].Start < p.Completion.Time; i++ {
 			q := hs[i]
-			// ...and were still on when it went through.
 			if q.Process == inv.Process || q.End <= inv.Time {
+				continue
+			}
+			r, wasRefused := refused[end{q.Process, q.Key, q.End}]
+			var text string
+			switch {
+			case q.Start < inv.Time && wasRefused:
+				// ...still on when it was sent, and the victim's own
+				// release later refused within its lease;
+				text = fmt.Sprintf("process %d's release at %s succeeded while process %d held %q; process %d's own release at %s, "+
+					"within its lease, was refused: the key had been deleted from under it",
+					inv.Process, seconds(inv.Time), q.Process, inv.Key, q.Process, seconds(r.End))
+			case q.Start < inv.Time:
+				// ...still on when it was sent;
+				text = fmt.Sprintf("process %d's release at %s succeeded while process %d held %q: if it deleted anything, it was process %d's lock",
+					inv.Process, seconds(inv.Time), q.Process, inv.Key, q.Process)
+			case wasRefused:
+				// ...or begun while it was in flight, with the victim's
+				// release refused within its lease.
+				text = fmt.Sprintf("process %d acquired %q at %s while process %d's release (sent at %s) was in flight; process %d's own release at %s, "+
+					"%s later and within its lease, was refused: the release in flight deleted process %d's lock",
+					q.Process, inv.Key, seconds(q.Start), inv.Process, seconds(inv.Time), q.Process, seconds(r.End), span(r.End-q.Start), q.Process)
+			default:
 				continue
 			}
 			n++
 			v.add(Anomaly{Kind: "foreign-release", Key: inv.Key, Processes: []int{inv.Process, q.Process},
-				Start: inv.Time, End: p.Completion.Time,
-				Text: fmt.Sprintf("process %d's release at %s succeeded while process %d held %q: it deleted process %d's lock",
-					inv.Process, seconds(inv.Time), q.Process, inv.Key, q.Process)})
+				Start: inv.Time, End: p.Completion.Time, Text: text})
 		}
 	}
 	return n

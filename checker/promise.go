@@ -14,6 +14,8 @@ import (
 // overlap mean the lock itself broke (a node's clock jumped, a node
 // restarted empty, a failover lost the key), not merely that a client
 // outlived its lease (K1, where the promise held and the belief did not).
+// So does a release refused before the deadline (lease-lost): the lock
+// says the key is not its holder's while it still promises that it is.
 type Promise struct{}
 
 // Name is "promise".
@@ -72,5 +74,56 @@ func (Promise) Check(ops []history.Op) Verdict {
 		}
 	}
 	v.Details["broken_promises"] = count
+	lost := 0
+	for _, r := range Refused(ops) {
+		lost++
+		v.add(Anomaly{Kind: "lease-lost", Key: r.Key, Processes: []int{r.Process}, Start: r.End, End: r.Deadline,
+			Text: fmt.Sprintf("process %d's release of %q at %s was refused, %s before the deadline the lock had promised it: the lock lost the key under its holder",
+				r.Process, r.Key, seconds(r.End), span(r.Deadline-r.Returned))})
+	}
+	if lost > 0 {
+		v.Details["leases_lost"] = lost
+	}
 	return v
+}
+
+// Refusal is a release the lock refused (not held) while the lease it
+// ended was still promised: the whole release, sent and answered, lay
+// before the validity deadline, so the key cannot have lapsed in Redis yet.
+type Refusal struct {
+	Hold
+	// Returned is when the refusal came back; Deadline the lease's.
+	Returned, Deadline int64
+}
+
+// Refused lists the releases refused within their lease's promise.
+func Refused(ops []history.Op) []Refusal {
+	type key struct {
+		p int
+		t int64
+	}
+	dl := map[key]int64{}
+	for _, op := range ops {
+		if op.F == history.Acquire && op.Type == history.OK && op.Value != nil && op.Value.Deadline > 0 {
+			dl[key{op.Process, op.Time}] = op.Value.Deadline
+		}
+	}
+	byEnd := map[key]Hold{}
+	for _, h := range Holds(ops) {
+		if d, ok := dl[key{h.Process, h.Start}]; ok && !h.Open && h.End < d {
+			byEnd[key{h.Process, h.End}] = h
+		}
+	}
+	var out []Refusal
+	for _, p := range history.Pairs(ops) {
+		inv, c := p.Invoke, p.Completion
+		if inv.F != history.Release || c == nil || c.Type != history.Fail {
+			continue
+		}
+		h, ok := byEnd[key{inv.Process, inv.Time}]
+		if d := dl[key{h.Process, h.Start}]; ok && c.Time < d {
+			out = append(out, Refusal{Hold: h, Returned: c.Time, Deadline: d})
+		}
+	}
+	return out
 }
