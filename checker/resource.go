@@ -83,14 +83,14 @@ func (Resource) Check(ops []history.Op) Verdict {
 		}
 		if prev, dup := seen[w.reg]; dup {
 			lost++
-			who := fmt.Sprintf("processes %d and %d both wrote", prev.process, w.process)
+			text := fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
+				prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
 			if prev.process == w.process {
-				who = fmt.Sprintf("process %d wrote (the register had been set back)", w.process)
+				text = fmt.Sprintf("process %d wrote %d to %q twice (at %s and %s): the register had been set back in between, so one increment was lost",
+					w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
 			}
 			v.add(Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{prev.process, w.process},
-				Start: prev.ret, End: w.ret,
-				Text: fmt.Sprintf("%s %d to %q (at %s and %s): one increment was lost",
-					who, w.reg, w.key, seconds(prev.ret), seconds(w.ret))})
+				Start: prev.ret, End: w.ret, Text: text})
 			continue
 		}
 		seen[w.reg] = w

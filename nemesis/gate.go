@@ -47,6 +47,10 @@ type Trap struct {
 	// acts at the exact moment a client stands there (bump a clock, kill a
 	// node while a holder is inside its critical section).
 	Then func(ctx context.Context, client, process int) error
+	// ThenName says what Then does, for the schedule listing ("jump n3's
+	// clock 5s forward"): a fault that happens inside a trap is still a
+	// line of the schedule a person reads.
+	ThenName string
 	// After runs when the pause ends.
 	After func(ctx context.Context, client, process int) error
 }
@@ -169,7 +173,11 @@ func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
 	case t.Stall:
 		what = fmt.Sprintf("stall %s", t.Pause)
 	}
-	return Step{At: at, Name: fmt.Sprintf("%s the next client at %s", what, t.where()),
+	name := fmt.Sprintf("%s the next client at %s", what, t.where())
+	if t.ThenName != "" {
+		name += ", and there " + t.ThenName
+	}
+	return Step{At: at, Name: name,
 		Do: func(context.Context) error { g.Arm(t); return nil }}
 }
 

@@ -111,3 +111,15 @@ func TestRandomScheduleRefusesNonsense(t *testing.T) {
 		t.Fatal("a duration shorter than 3 intervals accepted")
 	}
 }
+
+// A fault done inside a trap (a clock jump when the holder stands at its
+// write) is a line of the schedule a person reads, not hidden in a callback.
+func TestScheduleListsWhatATrapDoes(t *testing.T) {
+	g := nemesis.NewGate(nil)
+	s := nemesis.Schedule{g.ArmStep(time.Second, nemesis.Trap{Point: "before-write", Client: nemesis.AnyClient, Pause: time.Second,
+		Then:     func(context.Context, int, int) error { return nil },
+		ThenName: "jump n3's clock 5s forward"})}
+	if got := s.String(); !strings.Contains(got, "pause 1s the next client at before-write, and there jump n3's clock 5s forward") {
+		t.Fatalf("schedule says %q", got)
+	}
+}

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/history"
@@ -25,8 +26,8 @@ func init() {
 		Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
 	add(Scenario{
 		Name: "redlock-clock-jump",
-		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While client 0 holds A,B,C, " +
-			"C's clock jumps 10 TTLs forward and C drops the key; client 1 locks C,D,E.",
+		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While one of them holds its three " +
+			"nodes (whichever locks first), C's clock jumps 10 TTLs forward and C drops the key; the other locks C and its own two.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Clock: true},
 		Expect:   expect(redlockLocks, brokenPromise),
@@ -35,7 +36,8 @@ func init() {
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
 				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
-					Then: func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.ttls(10)) }}),
+					Then:     func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.ttls(10)) },
+					ThenName: fmt.Sprintf("jump n3's clock %s forward", e.ttls(10))}),
 			}, nil
 		},
 	})
@@ -55,7 +57,8 @@ func init() {
 						}
 						go func() { _ = e.Nemesis.RestartNode(context.WithoutCancel(ctx), "n3", delay) }()
 						return nil
-					}}),
+					},
+					ThenName: fmt.Sprintf("kill -9 n3 and restart it after %s", delay)}),
 			}, nil
 		}
 	}
@@ -116,7 +119,8 @@ func init() {
 				Then: func(context.Context, int, int) error {
 					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.8), Stall: true})
 					return nil
-				}})}, nil
+				},
+				ThenName: fmt.Sprintf("arm a %s stall of the next holder at %s", e.ttls(0.8), workloads.BeforeWrite)})}, nil
 		},
 	})
 }
