@@ -20,12 +20,8 @@ import (
 // Write puts everything a person opens into the run directory:
 // results.json, timeline.html, the charts (PNG and SVG) and index.html.
 func Write(r *scenario.Result) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
+	if err := WriteResults(r); err != nil {
 		return err
-	}
-	if err := os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
 	}
 	if err := Timeline(r, filepath.Join(r.Dir, "timeline.html")); err != nil {
 		return err
@@ -47,6 +43,20 @@ func Write(r *scenario.Result) error {
 	}
 	// Written whole and judged: keep it compressed.
 	return history.Compress(filepath.Join(r.Dir, "history.jsonl"))
+}
+
+// WriteResults writes results.json alone: for a run that was interrupted,
+// whose history is kept as it was recorded and never judged, it is what
+// puts the run in results/index.html.
+func WriteResults(r *scenario.Result) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
 }
 
 // Vector says whether a run's charts are also written as SVG: when it did

@@ -9,6 +9,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -145,8 +146,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	fmt.Fprintf(stdout, "seed %d; %d pair(s), %d at a time; clients, ttl and time limit are each scenario's own unless given\n",
-		*seed, len(pairs), *parallel)
+	// Say what each omitted flag came to, so a run is never a surprise.
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	from := func(name, dflt string) string {
+		if given[name] {
+			return ""
+		}
+		return " (" + dflt + ")"
+	}
+	fmt.Fprintf(stdout, "seed %d%s; %d pair(s), %d at a time%s; clients, ttl and time limit: %s\n",
+		*seed, from("seed", "from the clock"), len(pairs), *parallel, from("parallel", "the core count"),
+		cmp.Or(strings.Join(givenValues(fs, "clients", "ttl", "time-limit"), ", "), "each scenario's own (each run's first line says them)"))
 	if *parallel > 1 {
 		// Status lines of runs side by side would overwrite each other.
 		base.Progress = nil
@@ -193,6 +204,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 				fmt.Fprint(stdout, "\r\033[K")
 			}
 			if errors.Is(err, scenario.ErrInterrupted) {
+				// Not judged, but listed: the index shows it was cut short.
+				res.Outcome = "interrupted"
+				_ = report.WriteResults(res)
 				interrupted = append(interrupted, res.Dir)
 				return
 			}
@@ -210,6 +224,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		for _, dir := range interrupted {
 			fmt.Fprintf(stderr, "run: interrupted; partial history in %s/history.jsonl\n", dir)
 		}
+		_ = report.WriteIndex(*out)
 		return 130
 	}
 	if len(pairs) > 1 {
@@ -431,4 +446,16 @@ func mergeShards(dirs []string, out string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// givenValues lists "-name value" for each of names given on the command
+// line.
+func givenValues(fs *flag.FlagSet, names ...string) []string {
+	var out []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(names, f.Name) {
+			out = append(out, "-"+f.Name+" "+f.Value.String())
+		}
+	})
+	return out
 }

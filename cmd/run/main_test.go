@@ -263,6 +263,11 @@ func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 	if err != nil || len(ops) == 0 {
 		t.Fatalf("partial history unreadable: %d ops, %v", len(ops), err)
 	}
+	// The interrupted run is in the index, said to be interrupted.
+	index, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(filepath.Dir(dir))), "index.html"))
+	if err != nil || !bytes.Contains(index, []byte("interrupted")) {
+		t.Fatalf("results/index.html does not list the interrupted run: %v", err)
+	}
 }
 
 func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
