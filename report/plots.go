@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -27,6 +28,10 @@ type Chart struct {
 	height vg.Length
 }
 
+// legendWidth is the strip right of the plot where the legend goes, so it
+// never sits on the data.
+const legendWidth = 2.3 * vg.Inch
+
 // Save writes the chart as name.png into dir, and as name.svg too when
 // vector: the SVG, which zooms, is for the runs a person digs into, and is
 // most of a run's size. gonum/plot panics on some degenerate data; that
@@ -42,9 +47,30 @@ func (c Chart) Save(dir string, vector bool) (err error) {
 	if vector {
 		exts = append(exts, "svg")
 	}
+	const width = 10 * vg.Inch
 	for _, ext := range exts {
-		if err := c.plot.Save(10*vg.Inch, c.height, filepath.Join(dir, c.Name+"."+ext)); err != nil {
+		cw, err := draw.NewFormattedCanvas(width, c.height, ext)
+		if err != nil {
 			return fmt.Errorf("report: %s.%s: %w", c.Name, ext, err)
+		}
+		dc := draw.New(cw)
+		legend := c.plot.Legend
+		c.plot.Legend = plot.NewLegend()
+		c.plot.Draw(draw.Crop(dc, 0, -legendWidth, 0, 0))
+		c.plot.Legend = legend
+		legend.Left, legend.Top = true, true
+		legend.Draw(draw.Crop(dc, width-legendWidth+vg.Points(8), 0, 0, -vg.Points(24)))
+		path := filepath.Join(dir, c.Name+"."+ext)
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		_, err = cw.WriteTo(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("report: %s: %w", path, err)
 		}
 	}
 	return nil
@@ -117,7 +143,9 @@ func addBands(p *plot.Plot, faults []Fault) {
 type legendBox struct{ color.Color }
 
 func (l legendBox) Thumbnail(c *draw.Canvas) {
-	c.FillPolygon(l.Color, []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Min.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Min.X, Y: c.Max.Y}})
+	// Inset, so the boxes of neighbouring entries do not run together.
+	in := (c.Max.Y - c.Min.Y) / 6
+	c.FillPolygon(l.Color, []vg.Point{{X: c.Min.X, Y: c.Min.Y + in}, {X: c.Max.X, Y: c.Min.Y + in}, {X: c.Max.X, Y: c.Max.Y - in}, {X: c.Min.X, Y: c.Max.Y - in}})
 }
 
 // Latency is Jepsen's latency-raw graph: every client op at its invoke
@@ -329,8 +357,11 @@ func (s swimlanes) DataRange() (xmin, xmax, ymin, ymax float64) {
 	for _, h := range s.holds {
 		xmin, xmax = math.Min(xmin, float64(h.Start)/1e9), math.Max(xmax, float64(h.End)/1e9)
 	}
-	// Headroom above the top row for the legend.
-	return xmin, xmax, -0.7, float64(len(s.rows)) + 1.1
+	// Deadlines past the last hold are drawn too, inside the plot.
+	for _, d := range s.deadlines {
+		xmax = math.Max(xmax, d.X)
+	}
+	return xmin, xmax, -0.7, float64(len(s.rows)) - 0.3
 }
 
 // Holders is the lock-holder swimlane of one key: who believed they held
@@ -373,6 +404,7 @@ func Holders(ops []history.Op, key string, faults []Fault) (Chart, error) {
 	p.Y.Tick.Marker = plot.ConstantTicks(ticks)
 	addBands(p, faults)
 	p.Add(s)
+	p.X.Min = 0
 	series := 0
 	if len(holds) > 0 {
 		p.Legend.Add("believed it held the lock", legendBox{colorOK})
