@@ -128,7 +128,14 @@ func (b bands) Plot(c draw.Canvas, p *plot.Plot) {
 		if x1-x0 < 1.5 {
 			x1 = x0 + 1.5
 		}
-		c.FillPolygon(colorBand, c.ClipPolygonX([]vg.Point{{X: x0, Y: c.Min.Y}, {X: x1, Y: c.Min.Y}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}))
+		// A fault that lasts most of the run (a partition set up at the
+		// start) is a strip along the top: shaded full height it would
+		// hide the short faults the story turns on.
+		y0 := c.Min.Y
+		if x1-x0 > (c.Max.X-c.Min.X)/2 {
+			y0 = c.Max.Y - vg.Points(6)
+		}
+		c.FillPolygon(colorBand, c.ClipPolygonX([]vg.Point{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: c.Max.Y}, {X: x0, Y: c.Max.Y}}))
 	}
 }
 
