@@ -234,6 +234,13 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 		history.Acquire: nil, history.Release: {vg.Points(6), vg.Points(3)},
 		history.Read: {vg.Points(1), vg.Points(2)}, history.Write: {vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)},
 	}
+	// Every cycle completes one op of each kind, so their ok lines run on
+	// the same path: drawn from widest and palest to finest and darkest,
+	// each stays visible around the next instead of merging into one line.
+	widths := map[string]vg.Length{
+		history.Acquire: vg.Points(6), history.Release: vg.Points(3.5), history.Read: vg.Points(1.8), history.Write: vg.Points(0.8),
+	}
+	alphas := map[string]uint8{history.Acquire: 0x50, history.Release: 0x80, history.Read: 0xc0, history.Write: 0xff}
 	series := 0
 	for _, f := range clientFs {
 		for _, t := range []history.Type{history.OK, history.Fail, history.Info} {
@@ -249,7 +256,9 @@ func Throughput(ops []history.Op, faults []Fault) (Chart, error) {
 			if err != nil {
 				return Chart{}, err
 			}
-			l.LineStyle = draw.LineStyle{Color: typeColor(t), Width: vg.Points(1.2), Dashes: dashes[f]}
+			r, g, b, _ := typeColor(t).RGBA()
+			col := color.NRGBA{R: uint8(r >> 8), G: uint8(g >> 8), B: uint8(b >> 8), A: alphas[f]}
+			l.LineStyle = draw.LineStyle{Color: col, Width: widths[f], Dashes: dashes[f]}
 			p.Add(l)
 			p.Legend.Add(fmt.Sprintf("%s %s", f, t), l)
 			series++
