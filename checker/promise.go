@@ -27,7 +27,7 @@ func (Promise) Check(ops []history.Op) Verdict {
 	dl := deadlines(ops)
 	var promises []Hold
 	for _, h := range Holds(ops) {
-		d, ok := dl[at{h.Process, h.Start}]
+		d, ok := dl[procTime{h.Process, h.Start}]
 		if !ok {
 			continue
 		}
@@ -87,19 +87,19 @@ type Refusal struct {
 	Returned, Deadline int64
 }
 
-// at names an op of a process by its time: a hold by its start or end.
-type at struct {
+// procTime names an op of a process by its time: a hold by its start or end.
+type procTime struct {
 	p int
 	t int64
 }
 
 // deadlines maps each successful acquire that promised a deadline, by its
 // process and return time (a hold's start), to that deadline.
-func deadlines(ops []history.Op) map[at]int64 {
-	dl := map[at]int64{}
+func deadlines(ops []history.Op) map[procTime]int64 {
+	dl := map[procTime]int64{}
 	for _, op := range ops {
 		if op.F == history.Acquire && op.Type == history.OK && op.Value != nil && op.Value.Deadline > 0 {
-			dl[at{op.Process, op.Time}] = op.Value.Deadline
+			dl[procTime{op.Process, op.Time}] = op.Value.Deadline
 		}
 	}
 	return dl
@@ -108,10 +108,10 @@ func deadlines(ops []history.Op) map[at]int64 {
 // Refused lists the releases refused within their lease's promise.
 func Refused(ops []history.Op) []Refusal {
 	dl := deadlines(ops)
-	byEnd := map[at]Hold{}
+	byEnd := map[procTime]Hold{}
 	for _, h := range Holds(ops) {
-		if d, ok := dl[at{h.Process, h.Start}]; ok && !h.Open && h.End < d {
-			byEnd[at{h.Process, h.End}] = h
+		if d, ok := dl[procTime{h.Process, h.Start}]; ok && !h.Open && h.End < d {
+			byEnd[procTime{h.Process, h.End}] = h
 		}
 	}
 	var out []Refusal
@@ -120,8 +120,8 @@ func Refused(ops []history.Op) []Refusal {
 		if inv.F != history.Release || c == nil || c.Type != history.Fail {
 			continue
 		}
-		h, ok := byEnd[at{inv.Process, inv.Time}]
-		if d := dl[at{h.Process, h.Start}]; ok && c.Time < d {
+		h, ok := byEnd[procTime{inv.Process, inv.Time}]
+		if d := dl[procTime{h.Process, h.Start}]; ok && c.Time < d {
 			out = append(out, Refusal{Hold: h, Returned: c.Time, Deadline: d})
 		}
 	}
