@@ -226,5 +226,12 @@ func Summary(w io.Writer, r *scenario.Result) {
 	if v, ok := r.Verdict("resource"); ok {
 		fmt.Fprintf(w, "  store: %v writes accepted, %v stale writes rejected\n", v.Details["writes_accepted"], v.Details["stale_writes_rejected"])
 	}
+	if !r.Matched {
+		// A CI log may be all that is left of a run that did not match:
+		// what the nemesis did, and when, goes into it.
+		for _, f := range Faults(r.Ops) {
+			fmt.Fprintf(w, "  fault %s–%s %s\n", secs(f.Start), secs(f.End), f.Text())
+		}
+	}
 	fmt.Fprintf(w, "  %d ops in %s → %s\n", len(r.Ops), r.Elapsed, r.Dir)
 }

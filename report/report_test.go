@@ -138,8 +138,14 @@ func TestReportOfARealRun(t *testing.T) {
 	}
 	checkLinks(t, filepath.Join(res.Dir, "index.html"))
 	checkLinks(t, filepath.Join(out, "index.html"))
-	// The same run, had it not matched, gets zoomable SVGs, linked.
+	// The same run, had it not matched, gets zoomable SVGs, linked, and
+	// its summary (all a CI log keeps) says what the nemesis did.
 	res.Matched = false
+	var sum bytes.Buffer
+	report.Summary(&sum, res)
+	if !bytes.Contains(sum.Bytes(), []byte("  fault ")) || !bytes.Contains(sum.Bytes(), []byte("pause process")) {
+		t.Errorf("the summary of a run that did not match does not list its faults:\n%s", sum.String())
+	}
 	if err := report.Write(res); err != nil {
 		t.Fatal(err)
 	}
