@@ -326,6 +326,11 @@ func (g *Gate) CrashWaiter(at, waited time.Duration) Step {
 func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	return g.takeLocked(client, fits)
+}
+
+// takeLocked is take with g.mu held.
+func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 	for i, t := range g.traps {
 		if (t.Client == AnyClient || t.Client == client) && fits(t) {
 			g.traps = append(g.traps[:i], g.traps[i+1:]...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -153,30 +152,31 @@ func (g *Gate) Sending(client, process int, cmds [][]string) []int {
 // returns ErrCrashed when the trap killed the process: the command must not
 // go out, or its reply must not be seen.
 func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succeeded bool) error {
+	// The reply is noted and the traps judged under one lock, on the op's
+	// commands as they stand: this runs twice for every command a lock
+	// sends, and the commands of the op's other goroutines (RedLock's
+	// nodes) change them meanwhile.
 	g.mu.Lock()
 	s := g.clients[client]
-	var op string
-	var cmds []sent
-	if s != nil && s.process == process && i >= 0 && i < len(s.cmds) {
-		if reply {
-			s.cmds[i].replied, s.cmds[i].succeeded = true, succeeded
-		}
-		op, cmds = s.op, slices.Clone(s.cmds)
-	}
-	g.mu.Unlock()
-	if cmds == nil {
+	if s == nil || s.process != process || i < 0 || i >= len(s.cmds) {
+		g.mu.Unlock()
 		return nil
 	}
-	t, ok := g.take(client, func(t Trap) bool {
+	if reply {
+		s.cmds[i].replied, s.cmds[i].succeeded = true, succeeded
+	}
+	t, ok := g.takeLocked(client, func(t Trap) bool {
 		c := t.Command
-		return c != nil && c.Reply == reply && c.selects(op, cmds, i) && (!c.Succeeded || succeeded)
+		return c != nil && c.Reply == reply && c.selects(s.op, s.cmds, i) && (!c.Succeeded || succeeded)
 	})
+	name := s.cmds[i].args[0]
+	g.mu.Unlock()
 	if !ok {
 		return nil
 	}
 	// The command's own deadline (RedLock gives each node a few ms) must
 	// not cut the pause short: a frozen process does not watch its clocks.
-	return g.spring(context.WithoutCancel(ctx), t, client, process, t.Command.String()+" ("+cmds[i].args[0]+")")
+	return g.spring(context.WithoutCancel(ctx), t, client, process, t.Command.String()+" ("+name+")")
 }
 
 // frozenConn is a client's connection as the gate lets it run: nothing
