@@ -278,12 +278,17 @@ type Linearizable struct {
 // Name is "linearizable".
 func (Linearizable) Name() string { return "linearizable" }
 
+// timeout is Timeout, a minute if unset.
+func (l Linearizable) timeout() time.Duration {
+	if l.Timeout == 0 {
+		return time.Minute
+	}
+	return l.Timeout
+}
+
 // Check runs porcupine and reports the verdict.
 func (l Linearizable) Check(ops []history.Op) Verdict {
-	timeout := l.Timeout
-	if timeout == 0 {
-		timeout = time.Minute
-	}
+	timeout := l.timeout()
 	pops := MutexOperations(ops)
 	segs := segmentsOf(l.Semantics, pops, minSegment)
 	v := Verdict{Checker: "linearizable", Details: map[string]any{
@@ -325,10 +330,6 @@ type Window struct {
 // key's stretch opens with an operation "from" that sets the state its
 // first segment starts in.
 func (l Linearizable) Timeline(ops []history.Op, at int64, maxOps int) Window {
-	timeout := l.Timeout
-	if timeout == 0 {
-		timeout = time.Minute
-	}
 	w := Window{Model: Model(l.Semantics), From: math.MaxInt64, To: math.MinInt64}
 	var window []porcupine.Operation
 	byKey := map[string][]segment{}
@@ -361,7 +362,7 @@ func (l Linearizable) Timeline(ops []history.Op, at int64, maxOps int) Window {
 		}
 		w.From, w.To = min(w.From, segs[lo].from), max(w.To, segs[hi-1].to)
 	}
-	_, w.Info = porcupine.CheckOperationsVerbose(w.Model, window, timeout)
+	_, w.Info = porcupine.CheckOperationsVerbose(w.Model, window, l.timeout())
 	return w
 }
 
@@ -395,8 +396,9 @@ func (s segment) opening() porcupine.Operation {
 const minSegment = 250
 
 // segmentsOf cuts each key's ops at points where everything still in
-// flight is a successful acquire (nothing at all, at a quiescent point). Such an acquire is moved whole to the
-// segment after the point, called at the point, which keeps the verdict:
+// flight is a successful acquire (nothing at all, at a quiescent point).
+// Such an acquire is moved whole to the segment after the point, called at
+// the point, which keeps the verdict:
 //   - if the key is held there, by H, another process's acquire cannot
 //     have taken effect before (the key was held from before the point
 //     until after it, and had it been taken before H's acquire, its
@@ -450,7 +452,6 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 			return o.Input.(MutexInput).F == history.Acquire && o.Output.(MutexOutput).Type == history.OK
 		}
 		cur := segment{key: key, init: MutexState{Holder: free}, from: kops[0].Call}
-		var moved []porcupine.Operation
 		maxReturn := int64(math.MinInt64)
 		for _, o := range kops {
 			for flying.Len() > 0 && (*flying)[0].Return < o.Call {
@@ -475,23 +476,21 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 				if settled > 0 {
 					// Cut at o.Call: what is still in flight moves to
 					// the next segment, called at the cut.
-					moved = moved[:0]
+					next := segment{key: key, init: st, from: o.Call}
+					nextReturn := int64(math.MinInt64)
 					keep := cur.ops[:0]
 					for _, p := range cur.ops {
-						if p.Return >= o.Call {
-							p.Call = o.Call
-							moved = append(moved, p)
-						} else {
+						if p.Return < o.Call {
 							keep = append(keep, p)
+							continue
 						}
+						p.Call = o.Call
+						next.ops = append(next.ops, p)
+						nextReturn = max(nextReturn, p.Return)
 					}
 					cur.ops, cur.to = keep, maxReturn
 					out = append(out, cur)
-					cur = segment{key: key, init: st, from: o.Call, ops: append([]porcupine.Operation(nil), moved...)}
-					maxReturn = math.MinInt64
-					for _, p := range moved {
-						maxReturn = max(maxReturn, p.Return)
-					}
+					cur, maxReturn = next, nextReturn
 				}
 			}
 			cur.ops = append(cur.ops, o)
@@ -521,7 +520,7 @@ func (h *byReturn) Pop() any {
 	return x
 }
 
-// checkSegments runs the plain search on each segment, two at a time per
+// checkSegments runs the plain search on the segments, one worker per
 // core, and returns the first illegal one by time.
 func checkSegments(sem Semantics, segs []segment, timeout time.Duration) (porcupine.CheckResult, int) {
 	deadline := time.Now().Add(timeout)
