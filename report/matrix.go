@@ -57,14 +57,19 @@ type Matrix struct {
 	Entries []Entry `json:"entries"`
 }
 
-// WriteSummary writes summary.json and matrix.md into dir.
-func WriteSummary(dir string, s Matrix) error {
-	s.Total, s.Matched = len(s.Entries), 0
-	for _, e := range s.Entries {
+// Count sets Total and Matched from the entries.
+func (m *Matrix) Count() {
+	m.Total, m.Matched = len(m.Entries), 0
+	for _, e := range m.Entries {
 		if e.Matched {
-			s.Matched++
+			m.Matched++
 		}
 	}
+}
+
+// WriteSummary writes summary.json and matrix.md into dir.
+func WriteSummary(dir string, s Matrix) error {
+	s.Count()
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return err
@@ -148,16 +153,8 @@ func Merge(dirs []string, out string) (Matrix, error) {
 		a, b := m.Entries[i], m.Entries[j]
 		return a.Scenario < b.Scenario || a.Scenario == b.Scenario && a.Lock < b.Lock
 	})
-	if err := WriteSummary(out, m); err != nil {
-		return m, err
-	}
-	m.Total, m.Matched = len(m.Entries), 0
-	for _, e := range m.Entries {
-		if e.Matched {
-			m.Matched++
-		}
-	}
-	return m, nil
+	m.Count()
+	return m, WriteSummary(out, m)
 }
 
 // copyDir copies the files of a run directory (one level: a run writes no

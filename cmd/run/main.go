@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-client-procs] [-parallel N] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -78,6 +78,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printList(stdout)
 		return 0
 	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	// A flag given with a zero or empty value is a typo, not a wish for
 	// the default: the default is what an omitted flag means.
 	var bad string
@@ -147,17 +149,21 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	// Say what each omitted flag came to, so a run is never a surprise.
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	from := func(name, dflt string) string {
 		if given[name] {
 			return ""
 		}
 		return " (" + dflt + ")"
 	}
+	var sizes []string
+	for _, name := range []string{"clients", "ttl", "time-limit"} {
+		if given[name] {
+			sizes = append(sizes, "-"+name+" "+fs.Lookup(name).Value.String())
+		}
+	}
 	fmt.Fprintf(stdout, "seed %d%s; %d pair(s), %d at a time%s; clients, ttl and time limit: %s\n",
 		*seed, from("seed", "from the clock"), len(pairs), *parallel, from("parallel", "the core count"),
-		cmp.Or(strings.Join(givenValues(fs, "clients", "ttl", "time-limit"), ", "), "each scenario's own (each run's first line says them)"))
+		cmp.Or(strings.Join(sizes, ", "), "each scenario's own (each run's first line says them)"))
 	if *parallel > 1 {
 		// Status lines of runs side by side would overwrite each other.
 		base.Progress = nil
@@ -241,14 +247,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 1
 	}
-	failed := 0
-	for _, e := range matrix.Entries {
-		if !e.Matched {
-			failed++
-		}
-	}
-	fmt.Fprintf(stdout, "%d of %d runs matched their expectation; open %s\n", len(pairs)-failed, len(pairs), filepath.Join(*out, "index.html"))
-	if failed > 0 {
+	matrix.Count()
+	fmt.Fprintf(stdout, "%d of %d runs matched their expectation; open %s\n", matrix.Matched, matrix.Total, filepath.Join(*out, "index.html"))
+	if matrix.Matched < matrix.Total {
 		return 1
 	}
 	return 0
@@ -439,23 +440,10 @@ func mergeShards(dirs []string, out string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 1
 	}
-	failed := merged.Total - merged.Matched
 	fmt.Fprintf(stdout, "merged %d shard(s): %d of %d runs matched their expectation; open %s\n",
 		len(dirs), merged.Matched, merged.Total, filepath.Join(out, "index.html"))
-	if failed > 0 {
+	if merged.Matched < merged.Total {
 		return 1
 	}
 	return 0
-}
-
-// givenValues lists "-name value" for each of names given on the command
-// line.
-func givenValues(fs *flag.FlagSet, names ...string) []string {
-	var out []string
-	fs.Visit(func(f *flag.Flag) {
-		if slices.Contains(names, f.Name) {
-			out = append(out, "-"+f.Name+" "+f.Value.String())
-		}
-	})
-	return out
 }
