@@ -345,7 +345,8 @@ func (l Linearizable) Timeline(ops []history.Op, at int64, maxOps int) Window {
 		// The segment holding at (or the last one before it), then its
 		// neighbours, later first, while the window has room.
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].from > at })
-		lo, hi := max0(i-1), max0(i-1)+1
+		lo := max(i-1, 0)
+		hi := lo + 1
 		n := len(segs[lo].ops)
 		for n < maxOps && (lo > 0 || hi < len(segs)) {
 			if hi < len(segs) {
@@ -364,13 +365,6 @@ func (l Linearizable) Timeline(ops []history.Op, at int64, maxOps int) Window {
 	}
 	_, w.Info = porcupine.CheckOperationsVerbose(w.Model, window, l.timeout())
 	return w
-}
-
-func max0(i int) int {
-	if i < 0 {
-		return 0
-	}
-	return i
 }
 
 // segment is a stretch of one key's operations that starts in a known
