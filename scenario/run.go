@@ -212,6 +212,16 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	info, _ := o.lockInfo()
 	expected, _ := o.expectation(s)
+	logf := func(format string, a ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
+		}
+	}
+	leave, err := enterRoom(ctx, s.Alone != "", logf)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
 	started := time.Now()
 	dir := filepath.Join(o.Out, s.Name, o.Lock, started.UTC().Format("20060102T150405.000Z"))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -219,12 +229,6 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	res = &Result{Scenario: s.Name, Lock: o.Lock, Story: s.Story, Expected: expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir}
-	logf := func(format string, a ...any) {
-		if o.Log != nil {
-			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
-		}
-	}
-
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return res, err

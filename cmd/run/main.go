@@ -175,24 +175,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		interrupted []string
 		wg          sync.WaitGroup
 	)
-	slots := newSlots(*parallel)
+	// At most -parallel runs at once.
+	slots := make(chan struct{}, *parallel)
 	for i, p := range pairs {
 		o := base
 		o.Scenario, o.Lock = p[0], p[1]
-		// A story whose verdict hangs on timing gets the machine alone.
-		need := 1
-		if s, _ := scenario.Lookup(p[0]); s.Alone != "" {
-			need = *parallel
-		}
-		slots.take(need)
+		// A story whose verdict hangs on timing waits for the machine
+		// alone in scenario.Run, whatever runs beside it.
+		slots <- struct{}{}
 		if ctx.Err() != nil {
-			slots.give(need)
+			<-slots
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer slots.give(need)
+			defer func() { <-slots }()
 			var out bytes.Buffer
 			if *parallel == 1 {
 				o.Log = stdout
@@ -366,37 +364,6 @@ func statusLine(w io.Writer) func(scenario.Progress) {
 		}
 		fmt.Fprintf(w, "\r\033[K  %5.1fs / %.1fs  %7d ops  nemesis: %s", p.Elapsed.Seconds(), p.TimeLimit.Seconds(), p.Ops, nem)
 	}
-}
-
-// slots hands out the matrix's places to run: take blocks until n are free,
-// in the order asked, so a story that needs the machine alone waits for
-// the runs before it and holds back those after it.
-type slots struct {
-	mu   sync.Mutex
-	cond *sync.Cond
-	free int
-}
-
-func newSlots(n int) *slots {
-	s := &slots{free: n}
-	s.cond = sync.NewCond(&s.mu)
-	return s
-}
-
-func (s *slots) take(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for s.free < n {
-		s.cond.Wait()
-	}
-	s.free -= n
-}
-
-func (s *slots) give(n int) {
-	s.mu.Lock()
-	s.free += n
-	s.mu.Unlock()
-	s.cond.Broadcast()
 }
 
 // writable checks that dir can be made and written to before anything

@@ -1,0 +1,86 @@
+package scenario
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// An Alone story waits for the runs already in the room, and a run that
+// arrives while it waits queues behind it: without the turnstile, runs
+// starting one after another would keep the room shared forever.
+func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	ctx := context.Background()
+	quiet := func(string, ...any) {}
+	leaveFirst, err := enterRoom(ctx, false, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second shared run gets in beside the first.
+	leaveSecond, err := enterRoom(ctx, false, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaveSecond()
+
+	events := make(chan string, 3)
+	aloneIn := make(chan func())
+	go func() {
+		leave, err := enterRoom(ctx, true, func(string, ...any) { events <- "alone waits" })
+		if err != nil {
+			t.Error(err)
+		}
+		events <- "alone in"
+		aloneIn <- leave
+	}()
+	if e := <-events; e != "alone waits" {
+		t.Fatalf("first event %q, want the alone run waiting", e)
+	}
+	lateIn := make(chan func())
+	go func() {
+		leave, err := enterRoom(ctx, false, quiet)
+		if err != nil {
+			t.Error(err)
+		}
+		events <- "late shared in"
+		lateIn <- leave
+	}()
+	time.Sleep(5 * roomPoll)
+	select {
+	case e := <-events:
+		t.Fatalf("%q while the first run still holds the room", e)
+	default:
+	}
+	leaveFirst()
+	if e := <-events; e != "alone in" {
+		t.Fatalf("got %q once the first run left, want the alone run in before the late one", e)
+	}
+	leaveAlone := <-aloneIn
+	time.Sleep(5 * roomPoll)
+	select {
+	case e := <-events:
+		t.Fatalf("%q while the alone run holds the room", e)
+	default:
+	}
+	leaveAlone()
+	if e := <-events; e != "late shared in" {
+		t.Fatalf("got %q, want the late run in once the alone run left", e)
+	}
+	(<-lateIn)()
+}
+
+// A run waiting for the room stops waiting when its context ends.
+func TestRoomWaitEndsWithTheContext(t *testing.T) {
+	t.Setenv("TMPDIR", t.TempDir())
+	leave, err := enterRoom(context.Background(), true, func(string, ...any) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leave()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
+	defer cancel()
+	if _, err := enterRoom(ctx, false, func(string, ...any) {}); err == nil {
+		t.Fatal("entered a room held alone")
+	}
+}
