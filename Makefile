@@ -9,12 +9,16 @@ run: setup
 # Sets up the machine, then runs every test (real Redis, no mocks) and the
 # whole scenario matrix as a regression suite: exit 1 if any story did not
 # reproduce as expected.
-test: setup lint
+#
+# Two steps of two jobs each. Setup waits on apt and a C build while lint
+# waits on the module proxy and Go's compiler; the unit tests and the matrix
+# both mostly wait on their stories' clocks, and the machine-wide room
+# (scenario/room.go) still gives a timing-sensitive story the machine to
+# itself. Each job's output is printed whole when it ends.
+test:
+	$(MAKE) --no-print-directory -j2 --output-sync=target setup lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
 
-# The unit tests and the matrix side by side: both mostly wait on their
-# stories' clocks, and the machine-wide room (scenario/room.go) still gives
-# a timing-sensitive story the machine to itself.
 unit:
 	go test -count=1 ./...
 
