@@ -10,7 +10,7 @@ import (
 func init() {
 	Register(Info{
 		Name:      "fair",
-		Claims:    watchdogClaims,
+		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Queued:    true,
 		Summary: "Redisson FairLock: lock hash + waiter queue (list) + waiter timeouts (zset, client-clock ms); " +

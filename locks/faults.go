@@ -37,15 +37,15 @@ var Faults = []Fault{Partition, Latency, NodePause, NodeCrash, NodeClock, Client
 
 // Claims that several locks share.
 var (
-	// leaseClaims: a lease held in one Redis: whatever keeps the key in
+	// LeaseClaims are a lease's, held in one Redis: whatever keeps the key in
 	// Redis until its PX ran out keeps the promise; a client that
 	// stops or dies does not break it (its lease simply lapses), nor does
 	// its clock (the deadline is measured from the client's own start).
-	leaseClaims = []Fault{Partition, Latency, NodePause, ClientPause, ClientCrash, ClientClock}
-	// watchdogClaims: no deadline is promised, only that the key stays the
+	LeaseClaims = []Fault{Partition, Latency, NodePause, ClientPause, ClientCrash, ClientClock}
+	// WatchdogClaims are a watchdog lock's: no deadline is promised, only that the key stays the
 	// holder's while its watchdog renews it, which needs the holder's
 	// process running and reaching Redis.
-	watchdogClaims = []Fault{Latency, ClientCrash, ClientClock}
+	WatchdogClaims = []Fault{Latency, ClientCrash, ClientClock}
 )
 
 // ClaimList names the faults i claims to survive, comma-separated, or

@@ -13,7 +13,7 @@ import (
 func init() {
 	Register(Info{
 		Name:   "getset",
-		Claims: without(leaseClaims, ClientClock),
+		Claims: without(LeaseClaims, ClientClock),
 		Summary: "the timestamp lock: value = client-clock expiry; SETNX, else GET and, if expired, GETSET and compare. " +
 			"BROKEN: trusts client clocks (a fast clock steals a live lock, S2) and losers of a GETSET race overwrite the winner's timestamp",
 		Broken: true,

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	mrand "math/rand/v2"
+	"os/exec"
 	"slices"
 	"strings"
 	"time"
@@ -29,7 +30,15 @@ type Lease struct {
 	Fence int64
 	// ValidUntil is when the lock stops promising exclusivity, on the
 	// client's own clock (zero: the algorithm computes no such deadline).
+	// Measure it from before the command that took the lock was sent: the
+	// key cannot have been set earlier, so the promise judged is never
+	// longer than the one the lock made.
 	ValidUntil time.Time
+	// Handle is the lock's own object for this acquisition (a library's
+	// lock value, a refresher to stop), handed back unchanged to Release.
+	// The harness never reads it, and it does not cross a process
+	// boundary: a worker keeps it beside the lease it sent.
+	Handle any
 }
 
 // Lock is one client's handle on a lock algorithm. Each harness client gets
@@ -150,6 +159,11 @@ type Info struct {
 	Claims []Fault
 	// New builds one client's handle.
 	New func(Config) Lock
+	// Program, for a lock that lives outside this Go program (another
+	// language's library), starts one client of it as a worker process
+	// speaking the worker protocol (package worker). Such a lock has no
+	// New: every run starts its clients as processes through Program.
+	Program func() *exec.Cmd
 }
 
 var registry = map[string]Info{}
@@ -193,6 +207,9 @@ func New(name string, cfg Config) (Lock, error) {
 func Build(info Info, cfg Config) (Lock, error) {
 	if len(cfg.Clients) == 0 {
 		return nil, fmt.Errorf("lock %s: no Redis clients in its config", info.Name)
+	}
+	if info.New == nil {
+		return nil, fmt.Errorf("lock %s runs only as a worker process (its Info has a Program, no New)", info.Name)
 	}
 	return info.New(cfg.withDefaults()), nil
 }

@@ -9,7 +9,7 @@ import (
 func init() {
 	Register(Info{
 		Name:      "multilock",
-		Claims:    watchdogClaims,
+		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Summary: "Redisson MultiLock: a reentrant lock on each of 3 nodes, all or none; a failed member " +
 			"rolls back the ones taken and the attempt starts over while time remains",

@@ -15,7 +15,7 @@ func init() {
 		// A minority of nodes may be cut off, paused or slow; a client may
 		// read its replies late (the validity check). No claim when a node
 		// loses keys (crash, clock jump: Kleppmann's K4, K5).
-		Claims: leaseClaims,
+		Claims: LeaseClaims,
 		Summary: "RedLock on 5 independent masters: same key and token on all, per-node timeout << TTL, majority, " +
 			"validity = TTL − elapsed − drift (0.01·TTL + 2 ms); releases everywhere on failure and on release",
 		Nodes: 5,
@@ -23,7 +23,7 @@ func init() {
 	})
 	Register(Info{
 		Name:   "redlock-novalidity",
-		Claims: without(leaseClaims, ClientPause),
+		Claims: without(LeaseClaims, ClientPause),
 		Summary: "RedLock without the elapsed-time validity check. BROKEN: a client paused between sending " +
 			"its SETs and reading the replies believes a lock that already expired (K6)",
 		Broken: true,

@@ -10,7 +10,7 @@ import (
 func init() {
 	Register(Info{
 		Name:      "reentrant",
-		Claims:    watchdogClaims,
+		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Summary: "Redisson RLock: hash {owner → count} with PEXPIRE, re-entry counts up and down, " +
 			"watchdog renews every TTL/3, waiters wake on the unlock channel",

@@ -7,7 +7,7 @@ import (
 func init() {
 	Register(Info{
 		Name:   "setnx-expire",
-		Claims: without(leaseClaims, ClientPause),
+		Claims: without(LeaseClaims, ClientPause),
 		Summary: "SETNX then EXPIRE as two commands, DEL release. BROKEN: a client that dies between the two " +
 			"leaves a key that never expires (deadlock, S1), and DEL releases whoever holds the lock now",
 		Broken: true,

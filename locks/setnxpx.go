@@ -10,7 +10,7 @@ import (
 func init() {
 	Register(Info{
 		Name:    "set-nx-px",
-		Claims:  leaseClaims,
+		Claims:  LeaseClaims,
 		Summary: "SET key token NX PX ttl; release by Lua compare-and-delete (the distlock single-instance lock)",
 		New:     func(c Config) Lock { return &setNXPX{cfg: c} },
 	})

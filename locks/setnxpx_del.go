@@ -9,7 +9,7 @@ import (
 func init() {
 	Register(Info{
 		Name:   "set-nx-px-del",
-		Claims: without(leaseClaims, ClientPause),
+		Claims: without(LeaseClaims, ClientPause),
 		Summary: "SET NX PX with a plain DEL release. BROKEN: a client whose lease lapsed deletes its " +
 			"successor's lock, letting a third client in (S3)",
 		Broken: true,

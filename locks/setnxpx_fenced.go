@@ -9,7 +9,7 @@ import (
 func init() {
 	Register(Info{
 		Name:    "set-nx-px-fenced",
-		Claims:  leaseClaims,
+		Claims:  LeaseClaims,
 		Summary: "set-nx-px plus a per-key fencing token (INCR in the same script) that the protected store checks",
 		Fenced:  true,
 		New:     func(c Config) Lock { return &fencedSetNXPX{cfg: c} },

@@ -106,7 +106,10 @@ type Scenario struct {
 	Clients int
 	// ExactClients, when set, is the only client count the story works
 	// with (one client on each side of a partition).
-	ExactClients     int
+	ExactClients int
+	// Nodes, when set, is the only lock-node count the story is told with
+	// (its schedule names n1..n5); a lock on another count is refused.
+	Nodes            int
 	TimeLimitTTLs    float64
 	MinTimeLimitTTLs float64
 	Topology         Topology

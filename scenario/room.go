@@ -12,17 +12,18 @@ import (
 
 // The room is machine-wide: every run of a story on this machine, from any
 // process (a matrix, go test's packages side by side, a user's second
-// terminal), holds it shared, and a story marked Alone holds it alone. A
-// matrix can give an Alone story the machine only among its own runs; the
-// room makes that true of every locktorture process, so `make test` can run
-// the unit tests beside the matrix without starving a watchdog.
+// terminal), holds one of its seats, one per core, and a story marked Alone
+// holds them all. A matrix's -parallel bounds only its own runs; the room
+// bounds them all, so `make test` can run the unit tests beside the matrix
+// without four stories fighting over two cores, and a watchdog story still
+// gets the machine to itself.
 //
-// It is two flock(2) files in the system temp dir. Locks die with their
-// process, so a killed run never leaves the room locked. The second file is
-// a turnstile that gives an Alone story priority: once it waits, runs that
-// arrive later queue behind it instead of keeping the room shared forever.
+// Seats are flock(2) files in the system temp dir. Locks die with their
+// process, so a killed run never leaves a seat taken. One more file is a
+// turnstile that gives an Alone story priority: once it waits, runs that
+// arrive later queue behind it instead of keeping seats taken forever.
 const (
-	roomFile      = "locktorture-room.lock"
+	seatFile      = "locktorture-room.seat%d"
 	turnstileFile = "locktorture-room.turnstile"
 )
 
@@ -30,32 +31,45 @@ const (
 // context, and a story waiting for the room has no finer timing to keep.
 const roomPoll = 20 * time.Millisecond
 
-// enterRoom waits until the run may start (alone or beside others) and
-// returns what leaves the room. It says once, through logf, that it waits.
-// A cancelled ctx ends the wait with ctx's error.
-func enterRoom(ctx context.Context, alone bool, logf func(string, ...any)) (leave func(), err error) {
+// enterRoom waits until the run has a seat of the room's seats (all of
+// them, alone) and returns what gives them up. It says once, through logf,
+// that it waits. A cancelled ctx ends the wait with ctx's error.
+func enterRoom(ctx context.Context, seats int, alone bool, logf func(string, ...any)) (leave func(), err error) {
 	turnstile, err := openLockFile(turnstileFile)
 	if err != nil {
 		return nil, err
 	}
+	// Closing the turnstile on return lets the next arrival through.
 	defer turnstile.Close()
-	room, err := openLockFile(roomFile)
-	if err != nil {
-		return nil, err
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			if f != nil {
+				f.Close()
+			}
+		}
 	}
+	free := make([]*os.File, seats)
+	for i := range free {
+		if free[i], err = openLockFile(fmt.Sprintf(seatFile, i)); err != nil {
+			closeAll(free)
+			return nil, err
+		}
+	}
+	defer func() { closeAll(free) }()
+
 	said := false
-	wait := func(f *os.File, how int) error {
+	until := func(done func() (bool, error)) error {
 		for {
-			err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
-			if !errors.Is(err, syscall.EWOULDBLOCK) && !errors.Is(err, syscall.EINTR) {
+			ok, err := done()
+			if ok || err != nil {
 				return err
 			}
 			if !said {
 				said = true
 				if alone {
-					logf("waiting for other locktorture runs on this machine to end: this story runs alone")
+					logf("waiting for the other locktorture runs on this machine to end: this story runs alone")
 				} else {
-					logf("waiting: a locktorture run on this machine has it to itself")
+					logf("waiting for a seat: other locktorture runs use all %d of this machine's", seats)
 				}
 			}
 			select {
@@ -65,20 +79,42 @@ func enterRoom(ctx context.Context, alone bool, logf func(string, ...any)) (leav
 			}
 		}
 	}
-	how := syscall.LOCK_SH
-	if alone {
-		how = syscall.LOCK_EX
-	}
-	// Closing turnstile on return lets the next arrival through.
-	if err := wait(turnstile, syscall.LOCK_EX); err != nil {
-		room.Close()
+	if err := until(func() (bool, error) { return tryLock(turnstile) }); err != nil {
 		return nil, roomErr(err)
 	}
-	if err := wait(room, how); err != nil {
-		room.Close()
+	var held []*os.File
+	err = until(func() (bool, error) {
+		for i, f := range free {
+			if f == nil {
+				continue
+			}
+			ok, err := tryLock(f)
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				held, free[i] = append(held, f), nil
+				if !alone {
+					return true, nil
+				}
+			}
+		}
+		return len(held) == seats, nil
+	})
+	if err != nil {
+		closeAll(held)
 		return nil, roomErr(err)
 	}
-	return func() { room.Close() }, nil
+	return func() { closeAll(held) }, nil
+}
+
+// tryLock takes f's lock if no one holds it.
+func tryLock(f *os.File) (bool, error) {
+	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
+		return false, nil
+	}
+	return err == nil, err
 }
 
 func openLockFile(name string) (*os.File, error) {

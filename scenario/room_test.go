@@ -13,21 +13,26 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
 	ctx := context.Background()
 	quiet := func(string, ...any) {}
-	leaveFirst, err := enterRoom(ctx, false, quiet)
+	leaveFirst, err := enterRoom(ctx, 2, false, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A second shared run gets in beside the first.
-	leaveSecond, err := enterRoom(ctx, false, quiet)
+	// A second run gets the other seat; a third waits for one of theirs.
+	leaveSecond, err := enterRoom(ctx, 2, false, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
+	short, cancel := context.WithTimeout(ctx, 3*roomPoll)
+	if _, err := enterRoom(short, 2, false, quiet); err == nil {
+		t.Fatal("a third run got a seat of two")
+	}
+	cancel()
 	leaveSecond()
 
 	events := make(chan string, 3)
 	aloneIn := make(chan func())
 	go func() {
-		leave, err := enterRoom(ctx, true, func(string, ...any) { events <- "alone waits" })
+		leave, err := enterRoom(ctx, 2, true, func(string, ...any) { events <- "alone waits" })
 		if err != nil {
 			t.Error(err)
 		}
@@ -39,7 +44,7 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	}
 	lateIn := make(chan func())
 	go func() {
-		leave, err := enterRoom(ctx, false, quiet)
+		leave, err := enterRoom(ctx, 2, false, quiet)
 		if err != nil {
 			t.Error(err)
 		}
@@ -73,14 +78,14 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 // A run waiting for the room stops waiting when its context ends.
 func TestRoomWaitEndsWithTheContext(t *testing.T) {
 	t.Setenv("TMPDIR", t.TempDir())
-	leave, err := enterRoom(context.Background(), true, func(string, ...any) {})
+	leave, err := enterRoom(context.Background(), 2, true, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leave()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
 	defer cancel()
-	if _, err := enterRoom(ctx, false, func(string, ...any) {}); err == nil {
+	if _, err := enterRoom(ctx, 2, false, func(string, ...any) {}); err == nil {
 		t.Fatal("entered a room held alone")
 	}
 }

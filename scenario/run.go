@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -70,8 +71,8 @@ func (o Options) lockInfo() (locks.Info, error) {
 		if info.Nodes == 0 {
 			info.Nodes = 1
 		}
-		if info.New == nil {
-			return info, fmt.Errorf("custom lock %s has no New function", o.Lock)
+		if info.New == nil && info.Program == nil {
+			return info, fmt.Errorf("custom lock %s has neither a New function nor a Program", o.Lock)
 		}
 		return info, nil
 	}
@@ -115,8 +116,14 @@ func Resolve(o Options) (Options, Scenario, error) {
 	if err != nil {
 		return o, s, &UsageError{msg: err.Error()}
 	}
-	if _, err := o.lockInfo(); err != nil {
+	info, err := o.lockInfo()
+	if err != nil {
 		return o, s, &UsageError{msg: err.Error()}
+	}
+	if info.Program != nil {
+		// A lock outside this program exists only as worker processes.
+		o.ClientProcs = true
+		o.Worker = func(string) *exec.Cmd { return info.Program() }
 	}
 	if _, ok := o.expectation(s); !ok {
 		return o, s, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
@@ -144,8 +151,12 @@ func Resolve(o Options) (Options, Scenario, error) {
 		return o, s, usagef("-time-limit %s: must be positive", o.TimeLimit)
 	case s.ExactClients > 0 && o.Clients != s.ExactClients:
 		return o, s, usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
+	case s.Nodes > 0 && info.Nodes != s.Nodes:
+		return o, s, usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.Nodes, o.Lock, info.Nodes)
+	case s.Topology.Replicated && info.Nodes != 1:
+		return o, s, usagef("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
 	case o.ClientProcs && s.Topology.Replicated:
-		return o, s, usagef("-client-procs: scenario %s follows a failover inside the harness's own clients, which a worker cannot yet do", s.Name)
+		return o, s, usagef("scenario %s follows a failover inside the harness's own clients, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
 		return o, s, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
@@ -217,7 +228,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
 		}
 	}
-	leave, err := enterRoom(ctx, s.Alone != "", logf)
+	leave, err := enterRoom(ctx, runtime.NumCPU(), s.Alone != "", logf)
 	if err != nil {
 		return nil, err
 	}
@@ -249,9 +260,6 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		env.Nodes = append(env.Nodes, name)
 	}
 	if s.Topology.Replicated {
-		if info.Nodes != 1 {
-			return res, fmt.Errorf("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
-		}
 		env.Replica = env.Nodes[0] + "-replica"
 		r, err := cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: s.Topology.Persistence})
 		if err != nil {

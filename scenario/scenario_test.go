@@ -43,9 +43,12 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 			if !res.Matched || res.Outcome != Safe {
 				t.Fatalf("baseline of %s: outcome %s, verdicts %+v", lock, res.Outcome, res.Verdicts)
 			}
+			// How fast is the benchmarks' business (locks/bench_test.go);
+			// here a stall is what fails, as liveness judged above, and a
+			// register that never moved.
 			v, _ := res.Verdict("resource")
-			if n := v.Details["writes_accepted"].(int); n < 100 {
-				t.Fatalf("only %d increments in 2.5s: no progress", n)
+			if n := v.Details["writes_accepted"].(int); n == 0 {
+				t.Fatalf("no increment in %s: no progress", res.TimeLimit)
 			}
 		})
 	}
@@ -84,6 +87,9 @@ func TestPausedHolderFencedKeepsResource(t *testing.T) {
 	}
 }
 
+// oneNodeLock stands in for a user's lock where only its Info is judged.
+func oneNodeLock(c locks.Config) locks.Lock { l, _ := locks.New("set-nx-px", c); return l }
+
 func TestResolveRejectsBadOptions(t *testing.T) {
 	cases := []Options{
 		{Scenario: "nope", Lock: "set-nx-px"},
@@ -91,6 +97,12 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		{Scenario: "baseline", Lock: "set-nx-px", Clients: 1},
 		{Scenario: "baseline", Lock: "set-nx-px", TTL: time.Millisecond},
 		{Scenario: "paused-holder", Lock: "set-nx-px", TimeLimit: time.Second},
+		// A story told on five nodes, a lock on one: refused before any
+		// node starts, not three seconds in with "no node n4".
+		{Scenario: "redlock-clock-jump", Lock: "check-then-set", Custom: &locks.Info{New: oneNodeLock},
+			Expect: &Expectation{Outcome: Safe}},
+		{Scenario: "failover", Lock: "five-nodes", Custom: &locks.Info{Nodes: 5, New: oneNodeLock},
+			Expect: &Expectation{Outcome: Safe}},
 	}
 	for _, o := range cases {
 		_, _, err := Resolve(o)

@@ -10,6 +10,10 @@ import (
 	"github.com/locktorture/locktorture/workloads"
 )
 
+// redlockNodes is how many lock nodes the RedLock stories are told on:
+// A–E, whose split and shared node C the schedules name.
+const redlockNodes = 5
+
 // redlockLocks are the locks the RedLock stories judge.
 var redlockLocks = []string{"redlock", "redlock-novalidity"}
 
@@ -25,7 +29,8 @@ func init() {
 	brokenPromise := Expectation{Outcome: Unsafe, Show: []string{"promise-broken"},
 		Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
 	add(Scenario{
-		Name: "redlock-clock-jump",
+		Name:  "redlock-clock-jump",
+		Nodes: redlockNodes,
 		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While one of them holds its three " +
 			"nodes (whichever locks first), C's clock jumps 10 TTLs forward and C drops the key; the other locks C and its own two.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
@@ -64,7 +69,8 @@ func init() {
 	}
 	crashRestartRequires := []Evidence{{F: "kill", Target: "n3"}, {F: "restart", Target: "n3"}, {F: "partition-start"}}
 	add(Scenario{
-		Name: "redlock-crash-restart",
+		Name:  "redlock-crash-restart",
+		Nodes: redlockNodes,
 		Story: "K5 (Kleppmann 2016): client 0 holds A,B,C; C is killed and restarts at once without the key (no persistence); " +
 			"client 1 locks C,D,E.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
@@ -74,6 +80,7 @@ func init() {
 	})
 	add(Scenario{
 		Name:          "redlock-crash-restart-delayed",
+		Nodes:         redlockNodes,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but C restarts only after 2 TTLs, when every lease it held has expired.",
 		ExactClients:  2,
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 4,
@@ -84,6 +91,7 @@ func init() {
 	})
 	add(Scenario{
 		Name:          "redlock-crash-restart-fsync",
+		Nodes:         redlockNodes,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but every node runs appendfsync always, so C restarts with the key.",
 		ExactClients:  2,
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
@@ -95,7 +103,8 @@ func init() {
 	})
 
 	add(Scenario{
-		Name: "redlock-paused-replies",
+		Name:  "redlock-paused-replies",
+		Nodes: redlockNodes,
 		Story: "K6 (antirez 2016): client 1 sends SET to every node, all say OK, and it pauses for 1.5 TTLs before reading the replies; " +
 			"its keys expire, client 2 locks every node and works; client 1 reads its OKs while client 2 still holds the lock.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
