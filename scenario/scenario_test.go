@@ -115,8 +115,15 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 
 func TestInterruptedRunKeepsHistory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(700*time.Millisecond, cancel)
-	res, err := Run(ctx, Options{Scenario: "baseline", Lock: "set-nx-px", TimeLimit: time.Minute, Out: t.TempDir()})
+	defer cancel()
+	// Cancelled once clients are at work, however long the run waited
+	// for a seat in the machine's room.
+	cancelAtWork := func(p Progress) {
+		if p.Ops >= 10 {
+			cancel()
+		}
+	}
+	res, err := Run(ctx, Options{Scenario: "baseline", Lock: "set-nx-px", TimeLimit: time.Minute, Out: t.TempDir(), Progress: cancelAtWork})
 	if !errors.Is(err, ErrInterrupted) {
 		t.Fatalf("want ErrInterrupted, got %v", err)
 	}
