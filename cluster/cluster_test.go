@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -188,7 +190,34 @@ func TestStopIsGracefulEvenWhenPausedAndRestarts(t *testing.T) {
 	if n.Addr() != addr {
 		t.Fatalf("restarted on %s, not %s", n.Addr(), addr)
 	}
-	if err := ping(addr); err != nil {
-		t.Fatalf("restarted node does not answer: %v", err)
+	if pid, err := processID(addr); err != nil || pid != n.PID() {
+		t.Fatalf("restarted node does not answer as itself: pid %d, %v", pid, err)
+	}
+}
+
+// A node whose port another run's node took between the pick and the bind
+// must not count as started because something on its port answers: that
+// once gave two concurrent runs one store between them.
+func TestStartIsNotFooledByAnotherNodeOnItsPort(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	other := c.Node("n1")
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "--port", strconv.Itoa(other.port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	err = waitReady(ctx, other.Addr(), cmd.Process.Pid, exited)
+	if !errors.Is(err, errAddrInUse) {
+		t.Fatalf("waitReady with another node on the port: %v, want %v", err, errAddrInUse)
 	}
 }

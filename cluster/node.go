@@ -161,7 +161,7 @@ func (n *Node) Start(ctx context.Context) error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	n.cmd, n.exited, n.paused = cmd, exited, false
-	if err := waitReady(ctx, n.Addr(), exited); err != nil {
+	if err := waitReady(ctx, n.Addr(), cmd.Process.Pid, exited); err != nil {
 		n.killLocked()
 		return fmt.Errorf("cluster: node %s on port %d: %w%s", n.Name, n.port, err, n.logTail())
 	}
@@ -173,44 +173,60 @@ func (n *Node) Start(ctx context.Context) error {
 
 var errAddrInUse = errors.New("address already in use")
 
-// waitReady polls PING until +PONG, the process exits or ctx/5 s runs out.
-func waitReady(ctx context.Context, addr string, exited <-chan struct{}) error {
+// waitReady polls the node until the process answering on addr is pid,
+// the process exits, or ctx/5 s runs out. A PONG alone is not enough: the
+// port was free when picked, but until our redis-server binds it another
+// run's node, or a proxy in front of one, may take it and answer. Such a
+// run once shared its store with ours, and each saw the other's writes as
+// stale reads. Our process then fails to bind and exits, and the caller
+// picks another port.
+func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if err := ping(addr); err == nil {
+		got, err := processID(addr)
+		if err == nil && got == pid {
 			return nil
 		}
 		select {
 		case <-exited:
+			if err == nil {
+				return fmt.Errorf("%w: process %d answers there", errAddrInUse, got)
+			}
 			return errors.New("redis-server exited during start")
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return errors.New("no PONG within 5s")
+			return errors.New("no answer from our own process within 5s")
 		}
 	}
 }
 
-func ping(addr string) error {
+// processID asks the Redis (or Sentinel) on addr for its process id.
+func processID(addr string) (int, error) {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
+	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+		return 0, err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
+	r := bufio.NewReader(c)
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return 0, err
+		}
+		if strings.HasPrefix(line, "-") {
+			return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(line))
+		}
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			return strconv.Atoi(v)
+		}
 	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
 }
 
 func (n *Node) logTail() string {
