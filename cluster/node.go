@@ -184,7 +184,8 @@ func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		got, err := processID(addr)
-		if err == nil && got == pid {
+		// INFO answers while an AOF is still loading; PING waits for it.
+		if err == nil && got == pid && ping(addr) == nil {
 			return nil
 		}
 		select {
@@ -201,6 +202,28 @@ func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}
 			return errors.New("no answer from our own process within 5s")
 		}
 	}
+}
+
+// ping is nil once the node on addr answers PING with PONG, which it does
+// only when its dataset is loaded.
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
+	}
+	return nil
 }
 
 // processID asks the Redis (or Sentinel) on addr for its process id.
