@@ -21,6 +21,7 @@ test:
 
 unit:
 	go test -count=1 ./...
+	cd examples/joblock && go test -count=1 ./...
 
 matrix:
 	go run ./cmd/run -scenario all -out results
@@ -29,10 +30,13 @@ setup:
 	./scripts/setup.sh
 
 # gofmt, go vet, a pinned staticcheck, and go.mod/go.sum as go mod tidy
-# leaves them: each fails the build with what it found.
+# leaves them, for the module and for the example module under examples/
+# (a module of its own, as a user's would be): each fails the build with
+# what it found.
 STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	go vet ./...
 	go run $(STATICCHECK) ./...
 	go mod tidy -diff
+	cd examples/joblock && go vet ./... && go run $(STATICCHECK) ./... && go mod tidy -diff

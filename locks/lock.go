@@ -94,8 +94,10 @@ type Config struct {
 	// (Redisson's "client UUID:thread id"). Empty: a random one.
 	Owner string
 	// NodeTimeout bounds one command on one node where the algorithm asks
-	// for a bound much smaller than the TTL (RedLock). Default: TTL/20,
-	// between 5 ms and 50 ms.
+	// for a bound much smaller than the TTL (RedLock). Default: TTL/10,
+	// between 5 ms and 50 ms. At TTL/20 (25 ms for the stories' 500 ms
+	// TTL), a machine busy with two stories and a compile turned RedLock's
+	// first second of acquires into unknowns, and stories came out vacuous.
 	NodeTimeout time.Duration
 	// WaiterTimeout is how long a fair-lock waiter may be silent before the
 	// queue drops it (Redisson's threadWaitTime). Default: 5 s.
@@ -126,7 +128,7 @@ func (c Config) withDefaults() Config {
 		c.Owner = newToken() + ":1"
 	}
 	if c.NodeTimeout == 0 {
-		c.NodeTimeout = min(max(c.TTL/20, 5*time.Millisecond), 50*time.Millisecond)
+		c.NodeTimeout = min(max(c.TTL/10, 5*time.Millisecond), 50*time.Millisecond)
 	}
 	if c.WaiterTimeout == 0 {
 		c.WaiterTimeout = 5 * time.Second

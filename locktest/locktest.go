@@ -17,13 +17,16 @@
 package locktest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
-	"sort"
+	"slices"
 	"strings"
 	"testing"
 
@@ -49,11 +52,15 @@ type Lock struct {
 	Claims []locks.Fault
 	// New builds one client's handle.
 	New func(locks.Config) locks.Lock
+	// Program, instead of New, starts one client of a lock written in
+	// another language as a worker process speaking the worker protocol
+	// (package worker); every run then uses client processes.
+	Program func() *exec.Cmd
 }
 
 func (l Lock) info() *locks.Info {
 	return &locks.Info{Name: l.Name, Nodes: l.Nodes, Fenced: l.Fenced, Reentrant: l.Reentrant, Queued: l.Queued,
-		Claims: l.Claims, New: l.New}
+		Claims: l.Claims, New: l.New, Program: l.Program}
 }
 
 // Run runs one scenario against l and returns everything it found; o's
@@ -108,19 +115,30 @@ func serveIfWorker(l Lock) error {
 	return errOtherLock
 }
 
-// Expect runs every scenario in want (scenario name → expected outcome:
-// safe, unsafe, lock-unsafe, deadlock, unfair) against l and marks t failed,
-// naming the anomalies, for each whose outcome differs; it stops the test
-// if any did. Results go to a temporary directory of the test.
+// Env names the directory where a failing run is kept (default
+// testdata/locktest-runs under the package being tested).
+const Env = "LOCKTORTURE_RUNS"
+
+// Expect runs every scenario in want against l and marks t failed for each
+// whose outcome differs, naming the anomalies; it stops the test if any
+// did. want maps a scenario to an expectation in the words the matrix
+// prints: an outcome (safe, unsafe, lock-unsafe, deadlock, unfair), then
+// observations that must be seen ("+promise-broken") or must not be
+// ("-foreign-release"). An unknown scenario, outcome or observation stops
+// the test before anything runs, with the valid words.
+//
+// Each passing run logs its verdict line (go test -v shows them) and is
+// deleted; a failing run's directory is kept, report and all, under the
+// directory $LOCKTORTURE_RUNS names, else o.Out, else testdata/locktest-runs.
 func Expect(t testing.TB, l Lock, want map[string]string) {
 	t.Helper()
 	ExpectWith(t, l, want, scenario.Options{})
 }
 
 // ExpectWith is Expect with options for every run: TTL, clients, time
-// limit, and ClientProcs, which runs every client as an OS process of its
-// own (this test binary started again through Worker, unless o.Worker says
-// otherwise). Out defaults to a temporary directory of the test.
+// limit, Out (see Expect), and ClientProcs, which runs every client as an
+// OS process of its own (this test binary started again through Worker,
+// unless o.Worker says otherwise).
 func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options) {
 	t.Helper()
 	if errors.Is(serveIfWorker(l), errOtherLock) {
@@ -129,17 +147,22 @@ func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options
 	if o.ClientProcs && o.Worker == nil {
 		o.Worker = Worker(t)
 	}
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	names := slices.Sorted(maps.Keys(want))
+	expect := map[string]scenario.Expectation{}
 	for _, n := range names {
-		run := o
-		if run.Out == "" {
-			run.Out = t.TempDir()
+		if _, err := scenario.Lookup(n); err != nil {
+			t.Fatalf("locktest: unknown scenario %q (valid: %s)", n, strings.Join(scenario.Names(), ", "))
 		}
-		res, err := Run(context.Background(), l, n, scenario.Expectation{Outcome: want[n]}, run)
+		e, err := scenario.ParseExpectation(want[n])
+		if err != nil {
+			t.Fatalf("locktest: %s: %v", n, err)
+		}
+		expect[n] = e
+	}
+	root := cmp.Or(os.Getenv(Env), o.Out, defaultRuns)
+	o.Out = filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
+	for _, n := range names {
+		res, err := Run(context.Background(), l, n, expect[n], o)
 		if err != nil {
 			t.Errorf("%s: %v", n, err)
 			continue
@@ -147,10 +170,36 @@ func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options
 		if !res.Matched {
 			var b strings.Builder
 			report.Summary(&b, res)
-			t.Errorf("%s: %s showed %s, want %s\n%s", n, l.Name, res.Outcome, want[n], b.String())
+			kept := "the run is kept in " + res.Dir
+			if err := report.Write(res); err != nil {
+				kept += " (its report could not be written: " + err.Error() + ")"
+			}
+			t.Errorf("%s: %s showed %s, want %s; %s\n%s", n, l.Name, res.Outcome, expect[n], kept, b.String())
+			continue
 		}
+		t.Logf("%s: %s showed %s, as expected (%s)", n, l.Name, res.Outcome, expect[n])
+		_ = os.RemoveAll(res.Dir)
+		removeEmpty(filepath.Dir(res.Dir), root)
+	}
+	if root == defaultRuns {
+		_ = os.Remove(filepath.Dir(root)) // testdata, if the runs made it and left it empty
 	}
 	if t.Failed() {
 		t.FailNow()
+	}
+}
+
+// defaultRuns is where failing runs are kept unless told otherwise: under
+// the tested package, beside its other test files.
+var defaultRuns = filepath.Join("testdata", "locktest-runs")
+
+// removeEmpty removes dir and its parents up to root while they are empty,
+// so passing tests leave no trace.
+func removeEmpty(dir, root string) {
+	for {
+		if os.Remove(dir) != nil || dir == root {
+			return
+		}
+		dir = filepath.Dir(dir)
 	}
 }

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/locktest"
@@ -26,6 +29,21 @@ func (r *recorder) Errorf(format string, a ...any) {
 }
 func (r *recorder) Failed() bool { return len(r.errors) > 0 }
 func (r *recorder) FailNow()     { r.failed = true; runtime.Goexit() }
+func (r *recorder) Fatalf(format string, a ...any) {
+	r.Errorf(format, a...)
+	r.FailNow()
+}
+
+// expect runs Expect against r in a goroutine of its own, as FailNow ends
+// it with Goexit.
+func (r *recorder) expect(l locktest.Lock, want map[string]string) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		locktest.Expect(r, l, want)
+	}()
+	<-done
+}
 
 func setNXPX() locktest.Lock {
 	info, _ := locks.Lookup("set-nx-px")
@@ -36,16 +54,39 @@ func TestExpectPassesWhenTheLockBehavesAsSaid(t *testing.T) {
 	locktest.Expect(t, setNXPX(), map[string]string{"baseline": "safe"})
 }
 
+// A mismatch fails the test and keeps the run's directory, report and all,
+// where $LOCKTORTURE_RUNS says; a passing run leaves nothing there.
 func TestExpectFailsTheTestOnAMismatch(t *testing.T) {
+	runs := t.TempDir()
+	t.Setenv(locktest.Env, runs)
 	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		locktest.Expect(r, setNXPX(), map[string]string{"paused-holder": "safe"})
-	}()
-	<-done
+	r.expect(setNXPX(), map[string]string{"baseline": "safe", "paused-holder": "safe"})
 	if !r.failed || len(r.errors) != 1 {
 		t.Fatalf("a lock claimed safe under paused-holder must fail the test: failed=%v errors=%q", r.failed, r.errors)
+	}
+	kept, _ := filepath.Glob(filepath.Join(runs, "*", "paused-holder", "users-set-nx-px", "*", "index.html"))
+	passed, _ := filepath.Glob(filepath.Join(runs, "*", "baseline"))
+	if len(kept) != 1 || len(passed) != 0 {
+		t.Fatalf("want the failing run's report kept and the passing run gone: kept %v, passed %v", kept, passed)
+	}
+}
+
+// Bad words stop the test before any story runs, naming the valid ones.
+func TestExpectRejectsUnknownWordsBeforeRunning(t *testing.T) {
+	for _, want := range []map[string]string{
+		{"baseline": "safe", "paused-holdr": "unsafe"},
+		{"baseline": "sfe"},
+		{"baseline": "unsafe +promise-brokn"},
+	} {
+		r := &recorder{TB: t}
+		start := time.Now()
+		r.expect(setNXPX(), want)
+		if !r.failed || len(r.errors) != 1 || !strings.Contains(r.errors[0], "valid:") || regexp.MustCompile(`[ ,(]all[,)]`).MatchString(r.errors[0]) {
+			t.Errorf("%v: failed=%v errors=%q, want one error listing the valid words (without all)", want, r.failed, r.errors)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("%v: took %v: a story ran before the words were checked", want, d)
+		}
 	}
 }
 

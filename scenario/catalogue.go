@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	// The libraries people install are subjects beside the reference locks.
+	_ "github.com/locktorture/locktorture/locks/library"
 	"github.com/locktorture/locktorture/nemesis"
 )
 
@@ -172,8 +174,12 @@ var (
 	// deletes whoever holds the lock when its release lands, which breaks
 	// the lock's own promise whenever someone does hold it then (S3).
 	ownerBlind    = []string{"set-nx-px-del", "setnx-expire"}
-	ownerChecked  = []string{"set-nx-px", "getset", "redlock", "redlock-novalidity"}
-	watchdogLocks = []string{"reentrant", "fair", "multilock"}
+	ownerChecked  = all([]string{"set-nx-px", "getset", "redlock", "redlock-novalidity"}, libraryLeases, []string{"redsync-redlock"})
+	watchdogLocks = []string{"reentrant", "fair", "multilock", "redislock-refresh"}
+	// libraryLeases are the installed libraries' single-node leases with an
+	// owner-checked release (package locks/library): they stand beside
+	// set-nx-px wherever a story names it alone.
+	libraryLeases = []string{"redsync", "redislock", "redis-py"}
 )
 
 // expect builds an expectation table: the same expectation for each lock

@@ -25,9 +25,10 @@ func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 // Every lock, 16 clients on one key, no faults: the harness's own checkers
 // must find mutual exclusion and the register must keep moving. (The
 // control "none" is the exception that proves the checkers; its baseline row
-// is in every matrix.) A 1 s TTL gives RedLock 50 ms per node: 16 clients
-// on 2 cores shared with other test packages do not always answer within
-// 25 ms, and a lock that cannot reach a quorum makes no progress. The time
+// is in every matrix.) A 1 s TTL gives RedLock its longest per-node
+// timeout, 50 ms: 16 clients on 2 cores shared with other test packages
+// do not always answer within less, and a lock that cannot reach a quorum
+// makes no progress. The time
 // limit stays longer than the liveness allowance, so a stall still fails.
 func TestBaselineEveryLockSixteenClients(t *testing.T) {
 	for _, lock := range locks.Names() {

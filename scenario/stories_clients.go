@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"time"
 
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
@@ -21,7 +20,7 @@ func init() {
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 8,
 		Expect: expect(
 			"setnx-expire", Expectation{Outcome: Deadlock, Why: "the key was never given a TTL: nobody can ever take the lock again"},
-			[]string{"set-nx-px", "getset", "reentrant", "fair"}, Expectation{Outcome: Safe,
+			all([]string{"set-nx-px", "getset", "reentrant", "fair", "redislock-refresh"}, libraryLeases), Expectation{Outcome: Safe,
 				Why: "the dead client's lease runs out (TTL, timestamp, or a watchdog that died with it) and the others carry on"},
 		),
 		Requires: []Evidence{{F: "crash"}},
@@ -38,13 +37,9 @@ func init() {
 	})
 
 	add(Scenario{
-		Name:  "getset-skew",
-		Story: "S2: client 0's clock runs 3 TTLs ahead; the GETSET lock trusts client clocks, so client 0 sees live locks as expired and takes them.",
-		// A 1 s TTL gives RedLock's per-node timeout (TTL/20) 50 ms: at
-		// 25 ms, a busy machine turned its first second of acquires into
-		// unknowns, and the run had no traffic before the skew (vacuous).
-		TTL:           time.Second,
-		TimeLimitTTLs: 4, MinTimeLimitTTLs: 3,
+		Name:          "getset-skew",
+		Story:         "S2: client 0's clock runs 3 TTLs ahead; the GETSET lock trusts client clocks, so client 0 sees live locks as expired and takes them.",
+		TimeLimitTTLs: 5, MinTimeLimitTTLs: 3,
 		// Holders work 0.1 TTL between read and write, so a stolen lock is
 		// stolen from someone mid-update: the theft corrupts the register on
 		// every run, not only when two 100 µs critical sections happen to
@@ -71,7 +66,7 @@ func init() {
 		Expect: expect(
 			ownerBlind, Expectation{Outcome: Unsafe, Show: []string{"foreign-release"},
 				Why: "an owner-blind DEL deletes whoever holds the lock now"},
-			[]string{"set-nx-px", "getset"}, Expectation{Outcome: Unsafe, Hide: []string{"foreign-release"},
+			all([]string{"set-nx-px", "getset"}, libraryLeases), Expectation{Outcome: Unsafe, Hide: []string{"foreign-release"},
 				Why: "K1 still happens, but the woken client's release is refused (compare-and-delete, or its own timestamp has expired)"},
 		),
 		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "stall", Target: workloads.BeforeRelease}},
@@ -141,7 +136,7 @@ func init() {
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Expect: expect(
 			watchdogLocks, Expectation{Outcome: Safe, Why: "the watchdog renews the lease while the holder works: what it is for"},
-			"set-nx-px", Expectation{Outcome: Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},
+			all([]string{"set-nx-px"}, libraryLeases), Expectation{Outcome: Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},
 			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex has no lease, so slow work only makes the others wait"},
 		),
 		Requires: []Evidence{{F: "stall", Target: workloads.BeforeWrite}},

@@ -4,13 +4,14 @@
 # poking at them by hand, libfaketime for the per-node clock nemesis, and
 # the compiler and dpkg-dev to build the libc-allocator redis-server that
 # libfaketime needs (scripts/build-faketime-redis.sh, cached after the first
-# build). Safe to run again: it installs and builds nothing that is there.
+# build), and Debian's python3 with python3-redis for the redis-py lock's
+# worker. Safe to run again: it installs and builds nothing that is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev; do
+for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev python3 python3-redis; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 

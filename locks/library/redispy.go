@@ -1,0 +1,29 @@
+package library
+
+import (
+	_ "embed"
+	"os/exec"
+
+	"github.com/locktorture/locktorture/locks"
+)
+
+// redispyWorker is the worker program: the protocol's worked example for a
+// lock in another language (see its docstring).
+//
+//go:embed redispy_worker.py
+var redispyWorker string
+
+// python is Debian's interpreter, the one Debian's python3-redis serves
+// (make setup installs both); a pyenv or virtualenv python3 earlier on PATH
+// would not see the package.
+const python = "/usr/bin/python3"
+
+func init() {
+	locks.Register(locks.Info{
+		Name: "redis-py",
+		Summary: "redis-py's Lock (Debian's python3-redis): SET NX PX, a Lua compare-and-delete; " +
+			"each client a Python worker process",
+		Claims:  locks.LeaseClaims,
+		Program: func() *exec.Cmd { return exec.Command(python, "-c", redispyWorker) },
+	})
+}
