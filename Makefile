@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test setup lint unit matrix
+.PHONY: run test setup lint vet staticcheck unit matrix
 
 # Sets up the machine, then runs every built-in scenario against every lock
 # it has an expectation for, on local processes.
@@ -10,14 +10,16 @@ run: setup
 # whole scenario matrix as a regression suite: exit 1 if any story did not
 # reproduce as expected.
 #
-# Two steps of two jobs each. Setup waits on apt and a C build while lint
-# waits on the module proxy and Go's compiler; the unit tests and the matrix
-# both mostly wait on their stories' clocks, and the machine-wide room
-# (scenario/room.go) still gives a timing-sensitive story the machine to
-# itself. Each job's output is printed whole when it ends.
+# Two steps. First setup beside vet: setup waits on apt and a C build, vet
+# on the module proxy and compiles everything the tests need. Then the unit
+# tests, the matrix and the rest of lint side by side: the tests and the
+# matrix mostly wait on their stories' clocks, leaving a core's worth for
+# staticcheck, and the machine-wide room (scenario/room.go) gives each story
+# a core and a timing-sensitive one the machine. Each job's output is
+# printed whole when it ends.
 test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target setup lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
+	$(MAKE) --no-print-directory -j2 --output-sync=target setup vet
+	$(MAKE) --no-print-directory -j3 --output-sync=target unit matrix staticcheck
 
 unit:
 	go test -count=1 ./...
@@ -33,10 +35,15 @@ setup:
 # leaves them, for the module and for the example module under examples/
 # (a module of its own, as a user's would be): each fails the build with
 # what it found.
-STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
-lint:
+lint: vet staticcheck
+
+vet:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	go vet ./...
+	cd examples/joblock && go vet ./...
+
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+staticcheck:
 	go run $(STATICCHECK) ./...
 	go mod tidy -diff
-	cd examples/joblock && go vet ./... && go run $(STATICCHECK) ./... && go mod tidy -diff
+	cd examples/joblock && go run $(STATICCHECK) ./... && go mod tidy -diff
