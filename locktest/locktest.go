@@ -141,11 +141,8 @@ func Expect(t testing.TB, l Lock, want map[string]string) {
 // unless o.Worker says otherwise).
 func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options) {
 	t.Helper()
-	if errors.Is(serveIfWorker(l), errOtherLock) {
-		t.SkipNow()
-	}
-	if o.ClientProcs && o.Worker == nil {
-		o.Worker = Worker(t)
+	if !prepare(t, l, &o) {
+		return
 	}
 	names := slices.Sorted(maps.Keys(want))
 	expect := map[string]scenario.Expectation{}
@@ -159,28 +156,86 @@ func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options
 		}
 		expect[n] = e
 	}
+	root := runsRoot(t, &o)
+	for _, n := range names {
+		o.Scenario = n
+		check(t, l, expect[n], o, root)
+	}
+	finish(t, root)
+}
+
+// ExpectStory runs a story of your own, composed in Go from the nemesis
+// pieces its Schedule gets (partitions, pauses, traps at command
+// boundaries, kills, clocks), against l, and fails t unless l shows want
+// (in Expect's words). Runs are kept or removed as Expect's are.
+func ExpectStory(t testing.TB, l Lock, story scenario.Scenario, want string, o scenario.Options) {
+	t.Helper()
+	if !prepare(t, l, &o) {
+		return
+	}
+	e, err := scenario.ParseExpectation(want)
+	if err != nil {
+		t.Fatalf("locktest: %s: %v", story.Name, err)
+	}
+	o.Story = &story
+	root := runsRoot(t, &o)
+	check(t, l, e, o, root)
+	finish(t, root)
+}
+
+// prepare serves l and says false when this process is a worker for
+// another lock (the test is then skipped), and points client processes at
+// this test binary.
+func prepare(t testing.TB, l Lock, o *scenario.Options) bool {
+	t.Helper()
+	if errors.Is(serveIfWorker(l), errOtherLock) {
+		t.SkipNow()
+		return false
+	}
+	if o.ClientProcs && o.Worker == nil {
+		o.Worker = Worker(t)
+	}
+	return true
+}
+
+// runsRoot is where t's failing runs are kept, and points o there.
+func runsRoot(t testing.TB, o *scenario.Options) string {
 	root := cmp.Or(os.Getenv(Env), o.Out, defaultRuns)
 	o.Out = filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
-	for _, n := range names {
-		res, err := Run(context.Background(), l, n, expect[n], o)
-		if err != nil {
-			t.Errorf("%s: %v", n, err)
-			continue
-		}
-		if !res.Matched {
-			var b strings.Builder
-			report.Summary(&b, res)
-			kept := "the run is kept in " + res.Dir
-			if err := report.Write(res); err != nil {
-				kept += " (its report could not be written: " + err.Error() + ")"
-			}
-			t.Errorf("%s: %s showed %s, want %s; %s\n%s", n, l.Name, res.Outcome, expect[n], kept, b.String())
-			continue
-		}
-		t.Logf("%s: %s showed %s, as expected (%s)", n, l.Name, res.Outcome, expect[n])
-		_ = os.RemoveAll(res.Dir)
-		removeEmpty(filepath.Dir(res.Dir), root)
+	return root
+}
+
+// check runs one story and marks t failed, keeping the run with its
+// report, unless l showed e; a passing run logs its verdict and goes.
+func check(t testing.TB, l Lock, e scenario.Expectation, o scenario.Options, root string) {
+	t.Helper()
+	name := o.Scenario
+	if o.Story != nil {
+		name = o.Story.Name
 	}
+	res, err := Run(context.Background(), l, o.Scenario, e, o)
+	if err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
+	}
+	if !res.Matched {
+		var b strings.Builder
+		report.Summary(&b, res)
+		kept := "the run is kept in " + res.Dir
+		if err := report.Write(res); err != nil {
+			kept += " (its report could not be written: " + err.Error() + ")"
+		}
+		t.Errorf("%s: %s showed %s, want %s; %s\n%s", name, l.Name, res.Outcome, e, kept, b.String())
+		return
+	}
+	t.Logf("%s: %s showed %s, as expected (%s)", name, l.Name, res.Outcome, e)
+	_ = os.RemoveAll(res.Dir)
+	removeEmpty(filepath.Dir(res.Dir), root)
+}
+
+// finish tidies the default runs directory and stops t if it failed.
+func finish(t testing.TB, root string) {
+	t.Helper()
 	if root == defaultRuns {
 		_ = os.Remove(filepath.Dir(root)) // testdata, if the runs made it and left it empty
 	}

@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/locktest"
+	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
 )
 
@@ -111,5 +113,34 @@ func TestRunWithClientProcessesStartsWorkers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, "workers.log")); err != nil {
 		t.Fatalf("no workers.log: the clients did not run as workers: %v", err)
+	}
+}
+
+// A story of the user's own, composed from the nemesis pieces: K6 on one
+// node. The client that sends SET NX freezes as the OK arrives, for longer
+// than the TTL, then believes a lock that expired while it slept. set-nx-px
+// kept its word (its deadline had passed) but nothing in it makes the
+// client check, so the register loses an update.
+func TestExpectStoryRunsTheUsersOwnStory(t *testing.T) {
+	lateOK := scenario.Scenario{
+		Name:     "late-ok",
+		Story:    "a client freezes for 1.5 TTLs as the OK of its SET NX arrives, then works on a lock that expired",
+		Requires: []scenario.Evidence{{F: "pause", Target: "reply of"}},
+		Schedule: func(e *scenario.Env) (nemesis.Schedule, error) {
+			ok := &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true}
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: ok, Client: nemesis.AnyClient, Pause: e.TTLs(1.5)})}, nil
+		},
+	}
+	locktest.ExpectStory(t, setNXPX(), lateOK, "unsafe -promise-broken", scenario.Options{})
+
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		locktest.ExpectStory(r, setNXPX(), lateOK, "safe", scenario.Options{})
+	}()
+	<-done
+	if !r.failed {
+		t.Fatal("the late OK must fail a test that calls set-nx-px safe under it")
 	}
 }

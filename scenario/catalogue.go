@@ -152,7 +152,10 @@ func (s Scenario) MinTimeLimit(ttl time.Duration) time.Duration {
 
 var catalogue = map[string]Scenario{}
 
-func add(s Scenario) {
+func add(s Scenario) { s = s.withDefaults(); catalogue[s.Name] = s }
+
+// withDefaults fills in what a story leaves out.
+func (s Scenario) withDefaults() Scenario {
 	if s.TTL == 0 {
 		s.TTL = 500 * time.Millisecond
 	}
@@ -162,10 +165,13 @@ func add(s Scenario) {
 	if s.Clients == 0 {
 		s.Clients = 5
 	}
+	if s.TimeLimitTTLs == 0 {
+		s.TimeLimitTTLs = 6
+	}
 	if s.MinTimeLimitTTLs == 0 {
 		s.MinTimeLimitTTLs = s.TimeLimitTTLs
 	}
-	catalogue[s.Name] = s
+	return s
 }
 
 // Lock groups the expectations are written for.
@@ -209,7 +215,11 @@ func all(names ...[]string) []string {
 }
 
 // ttls is n TTLs.
-func (e *Env) ttls(n float64) time.Duration { return time.Duration(n * float64(e.TTL)) }
+func (e *Env) ttls(n float64) time.Duration { return e.TTLs(n) }
+
+// TTLs is n TTLs: schedules are told in TTLs so a story keeps its shape at
+// any -ttl.
+func (e *Env) TTLs(n float64) time.Duration { return time.Duration(n * float64(e.TTL)) }
 
 // act is a schedule step doing f at offset at.
 func act(at time.Duration, name string, f func(context.Context) error) nemesis.Step {

@@ -52,6 +52,11 @@ type Options struct {
 	Custom *locks.Info
 	// Expect overrides the scenario's expectation for the lock.
 	Expect *Expectation
+	// Story runs a story of your own instead of a built-in one (Scenario
+	// is then ignored): a Schedule composed from the nemesis pieces the Env
+	// hands it, the evidence it Requires, and Expect or Options.Expect for
+	// what the lock must show. Its Name must not be a built-in's.
+	Story *Scenario
 	// ClientProcs runs every client process as an OS process of its own (a
 	// worker, see package worker), reaching Redis through its own links: a
 	// pause is SIGSTOP and a crash SIGKILL, with nothing left running.
@@ -113,6 +118,16 @@ var ErrInterrupted = errors.New("run interrupted")
 // Every error is a *UsageError naming the valid choices.
 func Resolve(o Options) (Options, Scenario, error) {
 	s, err := Lookup(o.Scenario)
+	if o.Story != nil {
+		if _, builtIn := catalogue[o.Story.Name]; builtIn {
+			return o, s, usagef("story %q: a built-in scenario has that name", o.Story.Name)
+		}
+		if o.Story.Name == "" || o.Story.Schedule == nil {
+			return o, s, usagef("a story of your own needs a Name and a Schedule")
+		}
+		s, err = o.Story.withDefaults(), nil
+		o.Scenario = s.Name
+	}
 	if err != nil {
 		return o, s, &UsageError{msg: err.Error()}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
 )
 
 // run runs a pair on real Redis with a short time limit.
@@ -104,6 +105,11 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 			Expect: &Expectation{Outcome: Safe}},
 		{Scenario: "failover", Lock: "five-nodes", Custom: &locks.Info{Nodes: 5, New: oneNodeLock},
 			Expect: &Expectation{Outcome: Safe}},
+		// A user's own story may not take a built-in's name, nor lack a
+		// schedule.
+		{Lock: "set-nx-px", Expect: &Expectation{Outcome: Safe},
+			Story: &Scenario{Name: "baseline", Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil }}},
+		{Lock: "set-nx-px", Expect: &Expectation{Outcome: Safe}, Story: &Scenario{Name: "mine"}},
 	}
 	for _, o := range cases {
 		_, _, err := Resolve(o)
