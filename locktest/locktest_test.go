@@ -133,6 +133,7 @@ func TestExpectStoryRunsTheUsersOwnStory(t *testing.T) {
 	}
 	locktest.ExpectStory(t, setNXPX(), lateOK, "unsafe -promise-broken", scenario.Options{})
 
+	t.Setenv(locktest.Env, t.TempDir()) // where the failing run is kept
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
