@@ -29,6 +29,7 @@ func TestStoriesWithClientProcesses(t *testing.T) {
 		{"dead-waiter", "fair"},
 	} {
 		t.Run(pair[0]+"/"+pair[1], func(t *testing.T) {
+			t.Parallel() // the machine's room seats them, a core each
 			res, err := Run(context.Background(), Options{Scenario: pair[0], Lock: pair[1], ClientProcs: true, Out: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)

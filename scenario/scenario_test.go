@@ -37,6 +37,7 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 			continue
 		}
 		t.Run(lock, func(t *testing.T) {
+			t.Parallel() // the machine's room seats them, a core each
 			res, err := Run(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
 				TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()})
 			if err != nil {

@@ -33,6 +33,7 @@ func TestEveryMutantIsCaughtByItsStory(t *testing.T) {
 	n := runs(t)
 	for _, m := range mutants.All {
 		t.Run(m.Name, func(t *testing.T) {
+			t.Parallel() // the machine's room seats them, a core each
 			caught := 0
 			for i := 0; i < n; i++ {
 				res, err := scenario.Run(context.Background(), scenario.Options{
