@@ -16,6 +16,7 @@ import (
 	"github.com/locktorture/locktorture/locktest"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/workloads"
 )
 
 // recorder is a testing.TB that remembers failures instead of failing.
@@ -125,10 +126,18 @@ func TestExpectStoryRunsTheUsersOwnStory(t *testing.T) {
 	lateOK := scenario.Scenario{
 		Name:     "late-ok",
 		Story:    "a client freezes for 1.5 TTLs as the OK of its SET NX arrives, then works on a lock that expired",
-		Requires: []scenario.Evidence{{F: "pause", Target: "reply of"}},
+		Requires: []scenario.Evidence{{F: "pause", Target: "reply of"}, {F: "stall", Target: workloads.BeforeWrite}},
 		Schedule: func(e *scenario.Env) (nemesis.Schedule, error) {
 			ok := &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true}
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: ok, Client: nemesis.AnyClient, Pause: e.TTLs(1.5)})}, nil
+			// The next holder works 0.8 TTL, so it is still at work when
+			// the frozen client wakes and writes: without it the late write
+			// may land between two critical sections and lose nothing.
+			nextHolderWorks := func(context.Context, int, int) error {
+				e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true})
+				return nil
+			}
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: ok, Client: nemesis.AnyClient, Pause: e.TTLs(1.5),
+				Then: nextHolderWorks, ThenName: "arm a stall of the next holder at before-write"})}, nil
 		},
 	}
 	locktest.ExpectStory(t, setNXPX(), lateOK, "unsafe -promise-broken", scenario.Options{})
