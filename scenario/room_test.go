@@ -51,23 +51,21 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 		events <- "late shared in"
 		lateIn <- leave
 	}()
-	time.Sleep(5 * roomPoll)
-	select {
-	case e := <-events:
-		t.Fatalf("%q while the first run still holds the room", e)
-	default:
+	nothingFor := func(while string) {
+		time.Sleep(5 * roomPoll)
+		select {
+		case e := <-events:
+			t.Fatalf("%q while %s", e, while)
+		default:
+		}
 	}
+	nothingFor("the first run still holds the room")
 	leaveFirst()
 	if e := <-events; e != "alone in" {
 		t.Fatalf("got %q once the first run left, want the alone run in before the late one", e)
 	}
 	leaveAlone := <-aloneIn
-	time.Sleep(5 * roomPoll)
-	select {
-	case e := <-events:
-		t.Fatalf("%q while the alone run holds the room", e)
-	default:
-	}
+	nothingFor("the alone run holds the room")
 	leaveAlone()
 	if e := <-events; e != "late shared in" {
 		t.Fatalf("got %q, want the late run in once the alone run left", e)
