@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"net"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -18,45 +18,36 @@ import (
 // without four stories fighting over two cores, and a watchdog story still
 // gets the machine to itself.
 //
-// Seats are flock(2) files in the system temp dir. Locks die with their
-// process, so a killed run never leaves a seat taken. One more file is a
-// turnstile that gives an Alone story priority: once it waits, runs that
-// arrive later queue behind it instead of keeping seats taken forever.
-const (
-	seatFile      = "locktorture-room.seat%d"
-	turnstileFile = "locktorture-room.turnstile"
-)
+// A seat is a name in Linux's abstract unix-socket namespace, held by
+// listening on it: only one process can, the kernel frees it when that
+// process dies, and nothing is left in the file system afterwards. One more
+// name is a turnstile that gives an Alone story priority: once it waits,
+// runs that arrive later queue behind it instead of keeping seats taken
+// forever.
+type room struct {
+	// name prefixes the room's socket names; seats is how many there are.
+	name  string
+	seats int
+}
 
-// roomPoll is how often a waiting run tries again: flock cannot wait on a
-// context, and a story waiting for the room has no finer timing to keep.
+// machineRoom is the room every run enters, a seat per core (tests make
+// rooms of their own).
+func machineRoom() room { return room{name: "locktorture-room", seats: runtime.NumCPU()} }
+
+// roomPoll is how often a waiting run tries again: a taken name cannot be
+// waited on, and a story waiting for the room has no finer timing to keep.
 const roomPoll = 20 * time.Millisecond
 
-// enterRoom waits until the run has a seat of the room's seats (all of
-// them, alone) and returns what gives them up. It says once, through logf,
-// that it waits. A cancelled ctx ends the wait with ctx's error.
-func enterRoom(ctx context.Context, seats int, alone bool, logf func(string, ...any)) (leave func(), err error) {
-	turnstile, err := openLockFile(turnstileFile)
-	if err != nil {
-		return nil, err
-	}
-	// Closing the turnstile on return lets the next arrival through.
-	defer turnstile.Close()
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			if f != nil {
-				f.Close()
-			}
+// enter waits until the run has one of the room's seats (all of them,
+// alone) and returns what gives them up. It says once, through logf, that
+// it waits. A cancelled ctx ends the wait with ctx's error.
+func (r room) enter(ctx context.Context, alone bool, logf func(string, ...any)) (leave func(), err error) {
+	var held []net.Listener
+	leave = func() {
+		for _, l := range held {
+			l.Close()
 		}
 	}
-	free := make([]*os.File, seats)
-	for i := range free {
-		if free[i], err = openLockFile(fmt.Sprintf(seatFile, i)); err != nil {
-			closeAll(free)
-			return nil, err
-		}
-	}
-	defer func() { closeAll(free) }()
-
 	said := false
 	until := func(done func() (bool, error)) error {
 		for {
@@ -69,7 +60,7 @@ func enterRoom(ctx context.Context, seats int, alone bool, logf func(string, ...
 				if alone {
 					logf("waiting for the other locktorture runs on this machine to end: this story runs alone")
 				} else {
-					logf("waiting for a seat: other locktorture runs use all %d of this machine's", seats)
+					logf("waiting for a seat: other locktorture runs use all %d of this machine's", r.seats)
 				}
 			}
 			select {
@@ -79,55 +70,57 @@ func enterRoom(ctx context.Context, seats int, alone bool, logf func(string, ...
 			}
 		}
 	}
-	if err := until(func() (bool, error) { return tryLock(turnstile) }); err != nil {
+	var turnstile net.Listener
+	err = until(func() (ok bool, err error) {
+		turnstile, ok, err = r.take("turnstile")
+		return ok, err
+	})
+	if err != nil {
 		return nil, roomErr(err)
 	}
-	var held []*os.File
+	// Giving the turnstile up on return lets the next arrival through.
+	defer turnstile.Close()
+	taken := make([]bool, r.seats)
 	err = until(func() (bool, error) {
-		for i, f := range free {
-			if f == nil {
+		for i := range taken {
+			if taken[i] {
 				continue
 			}
-			ok, err := tryLock(f)
+			l, ok, err := r.take(fmt.Sprintf("seat%d", i))
 			if err != nil {
 				return false, err
 			}
 			if ok {
-				held, free[i] = append(held, f), nil
+				held, taken[i] = append(held, l), true
 				if !alone {
 					return true, nil
 				}
 			}
 		}
-		return len(held) == seats, nil
+		return len(held) == r.seats, nil
 	})
 	if err != nil {
-		closeAll(held)
+		leave()
 		return nil, roomErr(err)
 	}
-	return func() { closeAll(held) }, nil
+	return leave, nil
 }
 
-// tryLock takes f's lock if no one holds it.
-func tryLock(f *os.File) (bool, error) {
-	err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) || errors.Is(err, syscall.EINTR) {
-		return false, nil
+// take holds the room's name part if no process holds it.
+func (r room) take(part string) (net.Listener, bool, error) {
+	l, err := net.Listen("unix", "@"+r.name+"."+part)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, false, nil
 	}
-	return err == nil, err
-}
-
-func openLockFile(name string) (*os.File, error) {
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_RDONLY|os.O_CREATE, 0o666)
 	if err != nil {
-		return nil, fmt.Errorf("the machine-wide room: %w", err)
+		return nil, false, fmt.Errorf("the machine-wide room: %w", err)
 	}
-	return f, nil
+	return l, true, nil
 }
 
 func roomErr(err error) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("not started: %w", err)
 	}
-	return fmt.Errorf("the machine-wide room: %w", err)
+	return err
 }

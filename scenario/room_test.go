@@ -2,6 +2,8 @@ package scenario
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 )
@@ -9,21 +11,26 @@ import (
 // An Alone story waits for the runs already in the room, and a run that
 // arrives while it waits queues behind it: without the turnstile, runs
 // starting one after another would keep the room shared forever.
+// testRoom is a two-seat room of the test's own, apart from the machine's.
+func testRoom(t *testing.T) room {
+	return room{name: fmt.Sprintf("locktorture-test-%d-%s", os.Getpid(), t.Name()), seats: 2}
+}
+
 func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
+	r := testRoom(t)
 	ctx := context.Background()
 	quiet := func(string, ...any) {}
-	leaveFirst, err := enterRoom(ctx, 2, false, quiet)
+	leaveFirst, err := r.enter(ctx, false, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second run gets the other seat; a third waits for one of theirs.
-	leaveSecond, err := enterRoom(ctx, 2, false, quiet)
+	leaveSecond, err := r.enter(ctx, false, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 3*roomPoll)
-	if _, err := enterRoom(short, 2, false, quiet); err == nil {
+	if _, err := r.enter(short, false, quiet); err == nil {
 		t.Fatal("a third run got a seat of two")
 	}
 	cancel()
@@ -32,7 +39,7 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	events := make(chan string, 3)
 	aloneIn := make(chan func())
 	go func() {
-		leave, err := enterRoom(ctx, 2, true, func(string, ...any) { events <- "alone waits" })
+		leave, err := r.enter(ctx, true, func(string, ...any) { events <- "alone waits" })
 		if err != nil {
 			t.Error(err)
 		}
@@ -42,9 +49,17 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	if e := <-events; e != "alone waits" {
 		t.Fatalf("first event %q, want the alone run waiting", e)
 	}
+	// The waiting alone run holds the turnstile: nobody arriving now can
+	// even try for the seat the first run will give up.
+	if l, ok, err := r.take("turnstile"); ok || err != nil {
+		if ok {
+			l.Close()
+		}
+		t.Fatalf("the turnstile was free while an alone run waited (%v)", err)
+	}
 	lateIn := make(chan func())
 	go func() {
-		leave, err := enterRoom(ctx, 2, false, quiet)
+		leave, err := r.enter(ctx, false, quiet)
 		if err != nil {
 			t.Error(err)
 		}
@@ -75,15 +90,15 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 
 // A run waiting for the room stops waiting when its context ends.
 func TestRoomWaitEndsWithTheContext(t *testing.T) {
-	t.Setenv("TMPDIR", t.TempDir())
-	leave, err := enterRoom(context.Background(), 2, true, func(string, ...any) {})
+	r := testRoom(t)
+	leave, err := r.enter(context.Background(), true, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leave()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
 	defer cancel()
-	if _, err := enterRoom(ctx, 2, false, func(string, ...any) {}); err == nil {
+	if _, err := r.enter(ctx, false, func(string, ...any) {}); err == nil {
 		t.Fatal("entered a room held alone")
 	}
 }

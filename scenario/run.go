@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
@@ -243,7 +242,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
 		}
 	}
-	leave, err := enterRoom(ctx, runtime.NumCPU(), s.Alone != "", logf)
+	leave, err := machineRoom().enter(ctx, s.Alone != "", logf)
 	if err != nil {
 		return nil, err
 	}

@@ -243,20 +243,6 @@ func waitGone(t *testing.T, pids []int) {
 	}
 }
 
-// leftIn lists what runs left in the temp dir tmp, but for the
-// machine-wide room's lock files: they stay on purpose, empty, so that no
-// run ever deletes a file another run has locked (scenario/room.go).
-func leftIn(tmp string) []string {
-	entries, _ := os.ReadDir(tmp)
-	var left []string
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "locktorture-room.") {
-			left = append(left, filepath.Join(tmp, e.Name()))
-		}
-	}
-	return left
-}
-
 func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 	bin := buildRun(t)
 	cmd, dir, tmp := startLongRun(t, bin)
@@ -270,8 +256,8 @@ func TestCtrlCLeavesNoRedisAndAReadableHistory(t *testing.T) {
 		t.Fatalf("want exit 130 after SIGINT, got %v", err)
 	}
 	waitGone(t, pids)
-	if left := leftIn(tmp); len(left) > 0 {
-		t.Fatalf("the interrupted run left %s behind", left[0])
+	if left, _ := os.ReadDir(tmp); len(left) > 0 {
+		t.Fatalf("the interrupted run left %s/%s behind", tmp, left[0].Name())
 	}
 	ops, err := history.LoadFile(filepath.Join(dir, "history.jsonl"))
 	if err != nil || len(ops) == 0 {
@@ -297,7 +283,7 @@ func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
 	}
 	// The killed harness could not remove its temp dir; the next run does,
 	// and says so.
-	left := leftIn(tmp)
+	left, _ := filepath.Glob(filepath.Join(tmp, "locktorture-*"))
 	if len(left) != 1 {
 		t.Fatalf("want the killed run's temp dir left behind, found %v", left)
 	}
