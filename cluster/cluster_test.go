@@ -190,7 +190,7 @@ func TestStopIsGracefulEvenWhenPausedAndRestarts(t *testing.T) {
 	if n.Addr() != addr {
 		t.Fatalf("restarted on %s, not %s", n.Addr(), addr)
 	}
-	if pid, err := processID(addr); err != nil || pid != n.PID() {
+	if pid, err := answering(addr); err != nil || pid != n.PID() {
 		t.Fatalf("restarted node does not answer as itself: pid %d, %v", pid, err)
 	}
 }

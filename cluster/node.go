@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -183,14 +184,13 @@ var errAddrInUse = errors.New("address already in use")
 func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		got, err := processID(addr)
-		// INFO answers while an AOF is still loading; PING waits for it.
-		if err == nil && got == pid && ping(addr) == nil {
+		got, err := answering(addr)
+		if err == nil && got == pid {
 			return nil
 		}
 		select {
 		case <-exited:
-			if err == nil {
+			if got != 0 && got != pid {
 				return fmt.Errorf("%w: process %d answers there", errAddrInUse, got)
 			}
 			return errors.New("redis-server exited during start")
@@ -204,52 +204,48 @@ func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}
 	}
 }
 
-// ping is nil once the node on addr answers PING with PONG, which it does
-// only when its dataset is loaded.
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("PING answered %q", strings.TrimSpace(line))
-	}
-	return nil
-}
-
-// processID asks the Redis (or Sentinel) on addr for its process id.
-func processID(addr string) (int, error) {
+// answering asks the Redis (or Sentinel) on addr, on one connection, for
+// its process id (INFO server) and whether its data is loaded (PING: INFO
+// answers while an AOF is still loading, PING does not).
+func answering(addr string) (pid int, err error) {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return 0, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(200 * time.Millisecond))
-	if _, err := c.Write([]byte("INFO server\r\n")); err != nil {
+	if _, err := c.Write([]byte("INFO server\r\nPING\r\n")); err != nil {
 		return 0, err
 	}
 	r := bufio.NewReader(c)
-	for {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			return 0, err
-		}
-		if strings.HasPrefix(line, "-") {
-			return 0, fmt.Errorf("INFO answered %q", strings.TrimSpace(line))
-		}
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
+	line := func() (string, error) {
+		l, err := r.ReadString('\n')
+		return strings.TrimSpace(l), err
+	}
+	head, err := line()
+	if err != nil {
+		return 0, err
+	}
+	size, err := strconv.Atoi(strings.TrimPrefix(head, "$"))
+	if !strings.HasPrefix(head, "$") || err != nil {
+		return 0, fmt.Errorf("INFO answered %q", head)
+	}
+	info := make([]byte, size+2)
+	if _, err := io.ReadFull(r, info); err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(info), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "process_id:"); ok {
+			pid, err = strconv.Atoi(v)
 		}
 	}
+	if pid == 0 || err != nil {
+		return 0, fmt.Errorf("INFO server without a process_id: %v", err)
+	}
+	if pong, err := line(); err != nil || pong != "+PONG" {
+		return pid, fmt.Errorf("process %d answered PING %q: its data is not loaded yet", pid, pong)
+	}
+	return pid, nil
 }
 
 func (n *Node) logTail() string {
