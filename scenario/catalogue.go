@@ -214,9 +214,6 @@ func all(names ...[]string) []string {
 	return out
 }
 
-// ttls is n TTLs.
-func (e *Env) ttls(n float64) time.Duration { return e.TTLs(n) }
-
 // TTLs is n TTLs: schedules are told in TTLs so a story keeps its shape at
 // any -ttl.
 func (e *Env) TTLs(n float64) time.Duration { return time.Duration(n * float64(e.TTL)) }

@@ -77,7 +77,7 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 			Stop:  func(ctx context.Context) error { return n.RestartNode(ctx, target, 0) }})
 	}
 	faults = append(faults, nemesis.Fault{Name: "pause a client for 2 TTLs",
-		Start: func(context.Context) error { e.Gate.PauseClient(client(), e.ttls(2)); return nil },
+		Start: func(context.Context) error { e.Gate.PauseClient(client(), e.TTLs(2)); return nil },
 		Stop:  func(context.Context) error { return nil }})
 	// Traps at a command boundary drawn from the seed: where a lock that
 	// sends two commands for one step (GET then DEL) is caught between them.
@@ -91,7 +91,7 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 	for _, in := range []string{history.Acquire, history.Release} {
 		faults = append(faults, nemesis.Fault{Name: "pause a client for 2 TTLs between the commands of its " + in,
 			Start: func(context.Context) error {
-				e.Gate.Arm(nemesis.Trap{Command: boundary(in, true), Client: client(), Pause: e.ttls(2)})
+				e.Gate.Arm(nemesis.Trap{Command: boundary(in, true), Client: client(), Pause: e.TTLs(2)})
 				return nil
 			},
 			Stop: func(context.Context) error { e.Gate.Disarm(); return nil }})
@@ -108,7 +108,7 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 		faults = append(faults, nemesis.Fault{Name: "slow a client's store link",
 			Start: func(context.Context) error {
 				peer = e.Clients[client()]
-				return n.Latency(peer, "store", e.ttls(0.5), e.ttls(0.25))
+				return n.Latency(peer, "store", e.TTLs(0.5), e.TTLs(0.25))
 			},
 			Stop: func(context.Context) error { return n.Latency(peer, "store", 0, 0) }})
 	}
@@ -134,7 +134,7 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 		}
 		return nil
 	}
-	return nemesis.Random(faults, nemesis.RandomOptions{Seed: uint64(e.Seed), Duration: e.TimeLimit, Interval: e.ttls(2), Heal: heal})
+	return nemesis.Random(faults, nemesis.RandomOptions{Seed: uint64(e.Seed), Duration: e.TimeLimit, Interval: e.TTLs(2), Heal: heal})
 }
 
 // PromiseKept is what random exploration expects of every lock: its promise

@@ -311,7 +311,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	env.Gate = nemesis.NewGate(rec)
 	env.Nemesis = nemesis.New(rec, cl)
 	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
-		Hold: env.ttls(s.HoldTTLs)}
+		Hold: env.TTLs(s.HoldTTLs)}
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
 		env.Clients = append(env.Clients, peer)

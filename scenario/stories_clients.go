@@ -53,7 +53,7 @@ func init() {
 		Requires: []Evidence{{F: "clock-skew"}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{act(e.TTL, "skew client 0's clock +3 TTL", func(context.Context) error {
-				return e.Nemesis.SkewClient(e.Clocks[0], e.ttls(3))
+				return e.Nemesis.SkewClient(e.Clocks[0], e.TTLs(3))
 			})}, nil
 		},
 	})
@@ -71,13 +71,13 @@ func init() {
 		),
 		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "stall", Target: workloads.BeforeRelease}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5),
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5),
 				// When the sleeper wakes, hold it back from its release a
 				// moment, and make the successor's critical section long, so
 				// the release lands while the successor holds the lock.
 				After: func(_ context.Context, client, _ int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeRelease, Client: client, Pause: e.ttls(0.2), Stall: true})
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6), Stall: true})
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeRelease, Client: client, Pause: e.TTLs(0.2), Stall: true})
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6), Stall: true})
 					return nil
 				}})}, nil
 		},
@@ -96,13 +96,13 @@ func init() {
 		Requires: []Evidence{{F: "pause", Target: "in release"}, {F: "stall", Target: workloads.BeforeWrite}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			first := &nemesis.Command{In: history.Release, Nth: 1, Reply: true}
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: first, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: first, Client: nemesis.AnyClient, Pause: e.TTLs(1.5),
 				// The successor gets in once the paused client's lease lapses
 				// (+1 TTL) and works 0.8 TTL, inside its own lease, so it
 				// still holds the lock when the rest of the release lands
 				// (+1.5 TTL).
 				Then: func(context.Context, int, int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.8), Stall: true})
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true})
 					return nil
 				}})}, nil
 		},
@@ -120,8 +120,8 @@ func init() {
 		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "partition-start"}, {F: "partition-end"}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)}),
-				e.Gate.ArmStep(e.ttls(5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true,
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5)}),
+				e.Gate.ArmStep(e.TTLs(5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5), Stall: true,
 					Then: func(_ context.Context, client, _ int) error {
 						return e.Nemesis.Partition(nemesis.Grudge{e.Clients[client]: e.Nodes})
 					},
@@ -141,7 +141,7 @@ func init() {
 		),
 		Requires: []Evidence{{F: "stall", Target: workloads.BeforeWrite}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5), Stall: true})}, nil
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5), Stall: true})}, nil
 		},
 	})
 
@@ -179,7 +179,7 @@ func init() {
 		),
 		Requires: []Evidence{{F: "crash", Target: "waiting in acquire"}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.CrashWaiter(e.ttls(3), e.ttls(0.1))}, nil
+			return nemesis.Schedule{e.Gate.CrashWaiter(e.TTLs(3), e.TTLs(0.1))}, nil
 		},
 	})
 }

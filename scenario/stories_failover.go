@@ -35,7 +35,7 @@ func init() {
 				act(0, "cut replication", func(context.Context) error {
 					return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
 				}),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
 							return err

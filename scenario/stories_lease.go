@@ -27,7 +27,7 @@ func init() {
 		// Warm up one TTL, then stop the next client to reach the write
 		// for 2.5 TTLs, whole (connections, watchdog and all), as a GC
 		// pause would.
-		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(2.5)})}, nil
+		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5)})}, nil
 	}
 	pausedHolderRequires := []Evidence{{F: "pause", Target: workloads.BeforeWrite}}
 	k1 := expect(
@@ -71,9 +71,9 @@ func init() {
 			peer := e.Clients[0]
 			return nemesis.Schedule{
 				act(e.TTL, "delay client 0's requests to the store", func(context.Context) error {
-					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.ttls(0.75), 0)
+					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.TTLs(0.75), 0)
 				}),
-				act(e.ttls(5), "end the delay", func(context.Context) error { return e.Nemesis.Latency(peer, "store", 0, 0) }),
+				act(e.TTLs(5), "end the delay", func(context.Context) error { return e.Nemesis.Latency(peer, "store", 0, 0) }),
 			}, nil
 		},
 	})

@@ -40,19 +40,19 @@ func init() {
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
-					Then:     func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.ttls(10)) },
-					ThenName: fmt.Sprintf("jump n3's clock %s forward", e.ttls(10))}),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
+					Then:     func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.TTLs(10)) },
+					ThenName: fmt.Sprintf("jump n3's clock %s forward", e.TTLs(10))}),
 			}, nil
 		},
 	})
 
 	crashRestart := func(delayTTLs float64) func(*Env) (nemesis.Schedule, error) {
 		return func(e *Env) (nemesis.Schedule, error) {
-			delay := e.ttls(delayTTLs)
+			delay := e.TTLs(delayTTLs)
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.6),
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode("n3"); err != nil {
 							return err
@@ -120,16 +120,16 @@ func init() {
 			// node to another client does not count: its client holds
 			// nothing to believe in late.
 			last := &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Every: len(e.Nodes), Reply: true}
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: last, Client: nemesis.AnyClient, Pause: e.ttls(1.5),
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: last, Client: nemesis.AnyClient, Pause: e.TTLs(1.5),
 				// Nobody can lock until client 1's keys expire (+1 TTL); the
 				// first who does then works for 0.8 TTL, inside its own lease
 				// (+2 TTL), so it is still in its critical section when
 				// client 1 wakes (+1.5 TTL).
 				Then: func(context.Context, int, int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.ttls(0.8), Stall: true})
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true})
 					return nil
 				},
-				ThenName: fmt.Sprintf("arm a %s stall of the next holder at %s", e.ttls(0.8), workloads.BeforeWrite)})}, nil
+				ThenName: fmt.Sprintf("arm a %s stall of the next holder at %s", e.TTLs(0.8), workloads.BeforeWrite)})}, nil
 		},
 	})
 }
