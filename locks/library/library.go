@@ -7,20 +7,10 @@
 // Import it for its side effect of registering the adapters.
 package library
 
-import (
-	"context"
-	"errors"
-	"fmt"
-)
+import "fmt"
 
 // classified wraps a library's error in the harness's kind of it, keeping
 // the library's words for the report.
 func classified(kind error, step string, err error) error {
 	return fmt.Errorf("%w: %s: %v", kind, step, err)
-}
-
-// ctxEnded reports whether err is the end of a context: the library stopped
-// waiting, which says nothing about where its last command got to.
-func ctxEnded(err error) bool {
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }

@@ -97,8 +97,9 @@ func redsyncLockErr(err error) error {
 }
 
 // redsyncTransport reports whether err holds a node's command that did not
-// get an answer.
+// get an answer, or the end of a context (which says nothing about where
+// the last command got to).
 func redsyncTransport(err error) bool {
 	var re *redsync.RedisError
-	return errors.As(err, &re) || ctxEnded(err)
+	return errors.As(err, &re) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
