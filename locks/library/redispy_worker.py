@@ -24,7 +24,7 @@ import threading
 import time
 
 import redis
-from redis.exceptions import LockError, LockNotOwnedError, ResponseError
+from redis.exceptions import LockError, LockNotOwnedError
 
 out_mu = threading.Lock()
 
@@ -185,8 +185,6 @@ class Worker:
             if op == "write":
                 return self.write(req["key"], req.get("value", 0), req.get("fence", 0))
             return {"err": "unknown", "msg": "unknown op " + op}
-        except ResponseError as e:
-            return {"err": "unknown", "msg": "%s: %s" % (op, e)}
         except redis.RedisError as e:
             return {"err": "unknown", "msg": "%s: %r" % (op, e)}
 
