@@ -1,7 +1,8 @@
-// Package cluster is the system under test: real redis-server processes on
-// free loopback ports, each reached only through in-process toxiproxy links,
-// and the operations a nemesis performs on them (stop, kill -9, restart,
-// pause, cut off, slow down). Nothing else in the harness starts processes.
+// Package cluster is the system under test: real redis-server processes,
+// each reached by clients only through in-process toxiproxy links, and the
+// operations a nemesis performs on them (stop, kill -9, restart, pause, cut
+// off, slow down). Where the servers run is a Backend's business: local
+// processes on loopback ports here, containers in package docker.
 package cluster
 
 import (
@@ -10,7 +11,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -26,6 +26,9 @@ import (
 
 // Options configures a cluster.
 type Options struct {
+	// Backend names where the servers run: "local" (the default) or a
+	// registered one such as "docker" (import package docker).
+	Backend string
 	// Server is the redis-server binary; empty means "redis-server" on PATH.
 	Server string
 	// Dir is where node data dirs are made; empty means the system temp dir.
@@ -41,6 +44,9 @@ type Options struct {
 	Faketime string
 	// Sentinel is the redis-sentinel binary; empty means "redis-sentinel".
 	Sentinel string
+	// Logf, when set, hears what a backend did beside the run (such as
+	// removing a dead run's containers).
+	Logf func(format string, args ...any)
 }
 
 // NodeOptions describes one data node.
@@ -57,8 +63,7 @@ type NodeOptions struct {
 // Cluster owns every node and link it made and stops them all on Close.
 type Cluster struct {
 	opts    Options
-	server  string
-	dir     string
+	backend Backend
 	proxies *toxiproxy.ApiServer
 
 	mu       sync.Mutex
@@ -66,30 +71,23 @@ type Cluster struct {
 	isClosed bool
 }
 
-// New prepares an empty cluster; AddNode starts nodes in it. Always Close it.
+// New prepares an empty cluster on its backend; AddNode starts nodes in
+// it. Always Close it.
 func New(opts Options) (*Cluster, error) {
-	server := opts.Server
-	if server == "" {
-		server = "redis-server"
-	}
-	path, err := exec.LookPath(server)
+	b, err := newBackend(opts)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %s not found: install it with `make setup` (apt-get install redis-server) or pass its path", server)
-	}
-	// The pid in the name lets a later run tell a dead run's leftovers
-	// (kill -9 leaves them) from a live run's dir: RemoveLeftovers.
-	dir, err := os.MkdirTemp(opts.Dir, fmt.Sprintf("%s%d-", tempPrefix, os.Getpid()))
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
+		return nil, err
 	}
 	log := zerolog.Nop()
 	return &Cluster{
 		opts:    opts,
-		server:  path,
-		dir:     dir,
+		backend: b,
 		proxies: toxiproxy.NewServer(toxiproxy.NewMetricsContainer(nil), log),
 	}, nil
 }
+
+// Backend is the backend the cluster's nodes run on.
+func (c *Cluster) Backend() Backend { return c.backend }
 
 // tempPrefix starts the name of every cluster's temp dir.
 const tempPrefix = "locktorture-"
@@ -139,56 +137,32 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 	return c, nil
 }
 
-// AddNode starts a new data node on a free port.
+// AddNode starts a new data node.
 func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*Node, error) {
 	if o.Persistence == "" {
 		o.Persistence = NoPersistence
 	}
-	var env []string
-	bin := c.server
-	clockFile := ""
-	if o.Clock {
-		var err error
-		if bin, env, err = c.faketime(); err != nil {
-			return nil, err
-		}
-	}
-	return c.addProcess(ctx, o.Name, func(n *Node) error {
-		n.persistence, n.bin, n.env = o.Persistence, bin, env
-		n.args = redisArgs(n.port, n.dir, o.Persistence, append(append([]string(nil), c.opts.ExtraArgs...), o.Args...))
-		if o.Clock {
-			clockFile = filepath.Join(n.dir, "faketime")
-			n.clockFile = clockFile
-			n.env = append(n.env, "FAKETIME_TIMESTAMP_FILE="+clockFile)
-			return writeClockFile(clockFile, 0)
-		}
-		return nil
-	})
+	return c.add(ctx, ServerSpec{Name: o.Name, Persistence: o.Persistence, Clock: o.Clock,
+		Args: append(append([]string(nil), c.opts.ExtraArgs...), o.Args...)})
 }
 
-// faketime finds the libc-allocator redis-server and libfaketime.
-func (c *Cluster) faketime() (string, []string, error) {
-	server := c.opts.FaketimeServer
-	if server == "" {
-		server = FaketimeServerPath()
+// add starts a server on the backend and makes it a node of the cluster.
+func (c *Cluster) add(ctx context.Context, spec ServerSpec) (*Node, error) {
+	if c.closed() {
+		return nil, fmt.Errorf("cluster: add %s: cluster is closed", spec.Name)
 	}
-	if _, err := os.Stat(server); err != nil {
-		return "", nil, fmt.Errorf("cluster: a faked node clock needs redis-server built with the libc allocator at %s: run `make setup` (scripts/build-faketime-redis.sh); Debian's jemalloc build hangs under libfaketime", server)
+	if c.Node(spec.Name) != nil {
+		return nil, fmt.Errorf("cluster: a node called %s exists already", spec.Name)
 	}
-	lib := c.opts.Faketime
-	if lib == "" {
-		found, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
-		if len(found) == 0 {
-			return "", nil, errors.New("cluster: libfaketime.so.1 not found: run `make setup` (apt-get install libfaketime)")
-		}
-		lib = found[0]
+	srv, err := c.backend.Start(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
-	return server, []string{
-		"LD_PRELOAD=" + lib,
-		"FAKETIME_NO_CACHE=1",
-		// Redis's event loop must keep real time, or serverCron stalls.
-		"FAKETIME_DONT_FAKE_MONOTONIC=1",
-	}, nil
+	n := &Node{Name: spec.Name, cluster: c, srv: srv, spec: spec, links: map[string]*Link{}}
+	c.mu.Lock()
+	c.nodes = append(c.nodes, n)
+	c.mu.Unlock()
+	return n, nil
 }
 
 // FaketimeServerPath is where the libc-allocator redis-server is looked for:
@@ -206,43 +180,6 @@ func FaketimeServerPath() string {
 		cache = filepath.Join(base, "locktorture")
 	}
 	return filepath.Join(cache, "redis-libc", "redis-server")
-}
-
-// addProcess picks a free port, lets setup fill in the node, and starts
-// it; a port grabbed by someone else before the bind is retried.
-func (c *Cluster) addProcess(ctx context.Context, name string, setup func(*Node) error) (*Node, error) {
-	if c.closed() {
-		return nil, fmt.Errorf("cluster: add %s: cluster is closed", name)
-	}
-	if c.Node(name) != nil {
-		return nil, fmt.Errorf("cluster: a node called %s exists already", name)
-	}
-	dir, err := os.MkdirTemp(c.dir, name+"-")
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %w", err)
-	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		port, err := FreePort()
-		if err != nil {
-			return nil, err
-		}
-		n := &Node{Name: name, cluster: c, port: port, dir: dir, links: map[string]*Link{}}
-		if err := setup(n); err != nil {
-			return nil, err
-		}
-		lastErr = n.Start(ctx)
-		if lastErr == nil {
-			c.mu.Lock()
-			c.nodes = append(c.nodes, n)
-			c.mu.Unlock()
-			return n, nil
-		}
-		if !strings.Contains(lastErr.Error(), errAddrInUse.Error()) {
-			break
-		}
-	}
-	return nil, lastErr
 }
 
 // Nodes returns the nodes in the order they were added.
@@ -278,8 +215,9 @@ func (c *Cluster) closed() bool {
 	return c.isClosed
 }
 
-// Close stops every node and link and removes the data dirs. It is safe to
-// call more than once and from a deferred call after a panic.
+// Close stops every node and link and has the backend remove what it
+// made. It is safe to call more than once and from a deferred call after a
+// panic.
 func (c *Cluster) Close() error {
 	c.mu.Lock()
 	if c.isClosed {
@@ -289,27 +227,13 @@ func (c *Cluster) Close() error {
 	c.isClosed = true
 	nodes := c.nodes
 	c.mu.Unlock()
-	var errs []error
 	for _, n := range nodes {
 		for _, l := range n.Links() {
 			l.close()
 		}
-		// Kill, not Stop: nothing on disk is needed after the run and a
-		// graceful shutdown only makes Ctrl-C slower.
-		n.mu.Lock()
-		if n.cmd != nil {
-			n.killLocked()
-		}
-		if n.aof != nil {
-			n.aof.close()
-		}
-		n.mu.Unlock()
 	}
 	_ = c.proxies.Collection.Clear()
-	if err := os.RemoveAll(c.dir); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return c.backend.Close()
 }
 
 // silentLog drops go-redis's own log lines (failed dials during a partition,

@@ -160,8 +160,9 @@ func TestCloseStopsEverything(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-	if _, err := os.Stat(c.dir); !os.IsNotExist(err) {
-		t.Errorf("data dir %s left behind", c.dir)
+	dir := c.backend.(*local).dir
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("data dir %s left behind", dir)
 	}
 }
 
@@ -190,7 +191,7 @@ func TestStopIsGracefulEvenWhenPausedAndRestarts(t *testing.T) {
 	if n.Addr() != addr {
 		t.Fatalf("restarted on %s, not %s", n.Addr(), addr)
 	}
-	if pid, err := answering(addr); err != nil || pid != n.PID() {
+	if pid, err := Answering(addr); err != nil || pid != n.PID() {
 		t.Fatalf("restarted node does not answer as itself: pid %d, %v", pid, err)
 	}
 }
@@ -210,7 +211,7 @@ func TestStartIsNotFooledByAnotherNodeOnItsPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "--port", strconv.Itoa(other.port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
+	cmd := exec.Command(bin, "--port", strconv.Itoa(other.Info().Port), "--bind", "127.0.0.1", "--save", "", "--dir", t.TempDir())
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

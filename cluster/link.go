@@ -13,6 +13,10 @@ import (
 // Link is one peer's own road to a node: an in-process toxiproxy proxy on a
 // loopback port. Giving every (peer, node) pair its own proxy is what lets a
 // nemesis cut client 1 off from C while client 2 still reaches it.
+//
+// Between two servers of a backend with a Firewall (a replica and its
+// master in docker) the link is the network itself: no proxy, and a cut is
+// packets dropped in both servers' kernels.
 type Link struct {
 	// Peer names who uses the link (a client, "store-client", a replica).
 	Peer string
@@ -21,6 +25,9 @@ type Link struct {
 
 	mu    sync.Mutex
 	proxy *toxiproxy.Proxy
+	// addr and drop make a link between two servers of a Firewall.
+	addr string
+	drop func(on bool) error
 }
 
 func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, error) {
@@ -35,6 +42,9 @@ func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, erro
 func (l *Link) Addr() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.proxy == nil {
+		return l.addr
+	}
 	return l.proxy.Listen
 }
 
@@ -42,6 +52,9 @@ func (l *Link) Addr() string {
 // succeed (the proxy accepts) but no byte gets through, so callers see
 // timeouts, not refusals. A command already sent may or may not reach Redis.
 func (l *Link) Cut() error {
+	if l.drop != nil {
+		return l.drop(true)
+	}
 	for _, dir := range []string{"upstream", "downstream"} {
 		if err := l.addToxic("cut-"+dir, "timeout", dir, `{"timeout":0}`); err != nil {
 			return err
@@ -59,6 +72,12 @@ func (l *Link) SetLatency(latency, jitter time.Duration) error {
 // SetLatencyDirection is SetLatency on one direction: "upstream" (requests),
 // "downstream" (replies) or "both".
 func (l *Link) SetLatencyDirection(direction string, latency, jitter time.Duration) error {
+	if l.drop != nil {
+		if latency == 0 && jitter == 0 {
+			return nil
+		}
+		return fmt.Errorf("cluster: latency on %s->%s: a link between two servers is the network itself, and this kernel has no netem (sch_netem) to delay it; delay client links, which go through toxiproxy", l.Peer, l.Node)
+	}
 	dirs := []string{direction}
 	if direction == "both" {
 		dirs = []string{"upstream", "downstream"}
@@ -84,6 +103,9 @@ func (l *Link) SetLatencyDirection(direction string, latency, jitter time.Durati
 // them: a blackhole discards bytes mid-stream, so such a connection would
 // hand the next command a stranger's reply.
 func (l *Link) Heal() error {
+	if l.drop != nil {
+		return l.drop(false)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.proxy.Toxics.ResetToxics(context.Background())
@@ -108,5 +130,7 @@ func (l *Link) addToxic(name, typ, stream, attrs string) error {
 func (l *Link) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.proxy.Stop()
+	if l.proxy != nil {
+		l.proxy.Stop()
+	}
 }

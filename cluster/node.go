@@ -3,17 +3,12 @@ package cluster
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
 
@@ -31,38 +26,34 @@ const (
 	AOFAlways Persistence = "aof-always"
 )
 
-// Node is one real redis-server process on a loopback port, reached only
-// through its Links.
+// Node is one real redis-server (or redis-sentinel) as the cluster's
+// backend runs it, reached by clients only through its Links.
 type Node struct {
 	// Name is the node's name in the cluster and in the history ("n1", "store").
 	Name string
 
-	cluster     *Cluster
-	port        int
-	dir         string
-	persistence Persistence
-	bin         string
-	env         []string
-	args        []string
-	// clockFile is libfaketime's timestamp file; empty when the node's
-	// clock is the machine's.
-	clockFile string
-	sentinel  bool
+	cluster *Cluster
+	srv     Server
+	spec    ServerSpec
 
 	mu          sync.Mutex
-	cmd         *exec.Cmd
-	exited      chan struct{}
 	paused      bool
 	links       map[string]*Link
 	clockOffset time.Duration
-	aof         *aofSampler
 }
 
 // NodeInfo is what a person (or a test) needs to find a node's process.
 type NodeInfo struct {
-	Name        string      `json:"name"`
-	Port        int         `json:"port"`
-	PID         int         `json:"pid"`
+	Name string `json:"name"`
+	// Backend ran the node; Addr is where the harness reaches it.
+	Backend string `json:"backend"`
+	Addr    string `json:"addr"`
+	// Port and PID are a local node's; PID is 0 while it is down.
+	Port int `json:"port,omitempty"`
+	PID  int `json:"pid,omitempty"`
+	// Container is a docker node's container id.
+	Container string `json:"container,omitempty"`
+	// Dir holds the node's files (inside the container for docker).
 	Dir         string      `json:"dir"`
 	Persistence Persistence `json:"persistence"`
 	// Server is the binary: Debian's, or the libc-allocator build when the
@@ -71,25 +62,16 @@ type NodeInfo struct {
 	Sentinel bool   `json:"sentinel,omitempty"`
 }
 
-// Addr is the node's own address. Clients must use a Link instead; this is
-// for the harness's out-of-band checks and admin commands.
-func (n *Node) Addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
+// Addr is where the harness reaches the node. Clients must use a Link
+// instead; this is for the harness's out-of-band checks and admin commands.
+func (n *Node) Addr() string { return n.srv.Addr() }
 
-// PID is the pid of the running process, 0 when it is not running.
-func (n *Node) PID() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return 0
-	}
-	return n.cmd.Process.Pid
-}
+// PID is the pid of a local node's running process, 0 when it is down or
+// is not a local process.
+func (n *Node) PID() int { return n.srv.Info().PID }
 
 // Info describes the node.
-func (n *Node) Info() NodeInfo {
-	return NodeInfo{Name: n.Name, Port: n.port, PID: n.PID(), Dir: n.dir, Persistence: n.persistence,
-		Server: n.bin, Sentinel: n.sentinel}
-}
+func (n *Node) Info() NodeInfo { return n.srv.Info() }
 
 // Link returns peer's own link to this node, creating it on first use.
 func (n *Node) Link(peer string) (*Link, error) {
@@ -98,7 +80,7 @@ func (n *Node) Link(peer string) (*Link, error) {
 	if l, ok := n.links[peer]; ok {
 		return l, nil
 	}
-	l, err := newLink(n.cluster.proxies, peer, n.Name, n.Addr())
+	l, err := newLink(n.cluster.proxies, peer, n.Name, n.srv.Addr())
 	if err != nil {
 		return nil, err
 	}
@@ -117,97 +99,23 @@ func (n *Node) Links() []*Link {
 	return out
 }
 
-// redisArgs is the command line of a data node.
-func redisArgs(port int, dir string, p Persistence, extra []string) []string {
-	a := []string{
-		"--port", strconv.Itoa(port),
-		"--bind", "127.0.0.1",
-		"--protected-mode", "yes",
-		"--dir", dir,
-		"--logfile", filepath.Join(dir, "redis.log"),
-		"--daemonize", "no",
-		"--save", "",
-		"--enable-debug-command", "local",
-		// A replica's first sync would otherwise wait 5 s for company.
-		"--repl-diskless-sync-delay", "0",
-	}
-	switch p {
-	case AOFEverySec:
-		a = append(a, "--appendonly", "yes", "--appendfsync", "everysec")
-	case AOFAlways:
-		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
-	default:
-		a = append(a, "--appendonly", "no")
-	}
-	return append(a, extra...)
-}
-
-// Start runs the process and waits until it answers PING. It is also the
-// restart after Stop or Kill: same port, same data dir.
+// Start starts a stopped or killed node again: same address, and what
+// its disk kept.
 func (n *Node) Start(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd != nil {
-		return fmt.Errorf("cluster: node %s already running (pid %d)", n.Name, n.cmd.Process.Pid)
-	}
 	if n.cluster.closed() {
 		return fmt.Errorf("cluster: node %s: cluster is closed", n.Name)
 	}
-	cmd := exec.Command(n.bin, n.args...)
-	cmd.Dir = n.dir
-	cmd.Env = append(os.Environ(), n.env...)
-	if err := StartProcess(cmd); err != nil {
-		return fmt.Errorf("cluster: start node %s: %w", n.Name, err)
+	if err := n.srv.Start(ctx); err != nil {
+		return err
 	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	n.cmd, n.exited, n.paused = cmd, exited, false
-	if err := waitReady(ctx, n.Addr(), cmd.Process.Pid, exited); err != nil {
-		n.killLocked()
-		return fmt.Errorf("cluster: node %s on port %d: %w%s", n.Name, n.port, err, n.logTail())
-	}
-	if n.persistence == AOFEverySec && n.aof == nil {
-		n.aof = startAOFSampler(n.dir)
-	}
+	n.setPaused(false)
 	return nil
 }
 
-var errAddrInUse = errors.New("address already in use")
-
-// waitReady polls the node until the process answering on addr is pid,
-// the process exits, or ctx/5 s runs out. A PONG alone is not enough: the
-// port was free when picked, but until our redis-server binds it another
-// run's node, or a proxy in front of one, may take it and answer. Such a
-// run once shared its store with ours, and each saw the other's writes as
-// stale reads. Our process then fails to bind and exits, and the caller
-// picks another port.
-func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := answering(addr)
-		if err == nil && got == pid {
-			return nil
-		}
-		select {
-		case <-exited:
-			if got != 0 && got != pid {
-				return fmt.Errorf("%w: process %d answers there", errAddrInUse, got)
-			}
-			return errors.New("redis-server exited during start")
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(10 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return errors.New("no answer from our own process within 5s")
-		}
-	}
-}
-
-// answering asks the Redis (or Sentinel) on addr, on one connection, for
+// Answering asks the Redis (or Sentinel) on addr, on one connection, for
 // its process id (INFO server) and whether its data is loaded (PING: INFO
 // answers while an AOF is still loading, PING does not).
-func answering(addr string) (pid int, err error) {
+func Answering(addr string) (pid int, err error) {
 	c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
 	if err != nil {
 		return 0, err
@@ -248,70 +156,48 @@ func answering(addr string) (pid int, err error) {
 	return pid, nil
 }
 
-func (n *Node) logTail() string {
-	log := "redis.log"
-	if n.sentinel {
-		log = "sentinel.log"
-	}
-	b, err := os.ReadFile(filepath.Join(n.dir, log))
-	if err != nil || len(b) == 0 {
-		return ""
-	}
-	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	last := lines[len(lines)-1]
-	if strings.Contains(last, "Address already in use") {
-		return ": " + errAddrInUse.Error()
-	}
-	return ": " + log + ": " + last
-}
-
-// Paused reports whether the node is stopped by Pause.
+// Paused reports whether the node is frozen by Pause.
 func (n *Node) Paused() bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.paused
 }
 
-// Pause stops the process with SIGSTOP: it keeps its state and its port
-// (connects still succeed) but answers nothing until Resume.
-func (n *Node) Pause() error { return n.signal(syscall.SIGSTOP, true) }
-
-// Resume continues a paused process with SIGCONT.
-func (n *Node) Resume() error { return n.signal(syscall.SIGCONT, false) }
-
-func (n *Node) signal(sig syscall.Signal, paused bool) error {
+func (n *Node) setPaused(p bool) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return fmt.Errorf("cluster: node %s is not running", n.Name)
+	n.paused = p
+	n.mu.Unlock()
+}
+
+// Pause freezes the node whole (SIGSTOP locally, the cgroup freezer in
+// docker): it keeps its state and its port, connects still succeed, and
+// nothing is answered until Resume.
+func (n *Node) Pause() error {
+	if err := n.srv.Pause(); err != nil {
+		return err
 	}
-	if err := n.cmd.Process.Signal(sig); err != nil {
-		return fmt.Errorf("cluster: %v node %s: %w", sig, n.Name, err)
+	n.setPaused(true)
+	return nil
+}
+
+// Resume continues a paused node.
+func (n *Node) Resume() error {
+	if err := n.srv.Resume(); err != nil {
+		return err
 	}
-	n.paused = paused
+	n.setPaused(false)
 	return nil
 }
 
 // Kill is kill -9: no shutdown, no final fsync; what survives is what the
 // persistence mode had already put on disk.
 func (n *Node) Kill() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return fmt.Errorf("cluster: node %s is not running", n.Name)
-	}
-	n.killLocked()
-	return nil
-}
-
-func (n *Node) killLocked() {
-	_ = n.cmd.Process.Kill()
-	<-n.exited
-	n.cmd, n.exited, n.paused = nil, nil, false
+	n.setPaused(false)
+	return n.srv.Kill()
 }
 
 // Restart starts a stopped or killed node again after delay (0: at once),
-// on the same port and data dir: what it finds there is what survived.
+// at the same address with the same data: what it finds is what survived.
 func (n *Node) Restart(ctx context.Context, delay time.Duration) error {
 	select {
 	case <-ctx.Done():
@@ -322,54 +208,31 @@ func (n *Node) Restart(ctx context.Context, delay time.Duration) error {
 }
 
 // PowerLoss is kill -9 plus the loss of what the disk had not been told to
-// keep. A plain kill keeps everything in the page cache, fsynced or not, so
-// for appendfsync everysec the AOF is cut back to its size one second ago,
-// the most that policy may lose. With appendfsync always nothing is lost;
-// without persistence everything is.
+// keep: for appendfsync everysec the last second of the AOF, the most that
+// policy may lose; with appendfsync always nothing; without persistence
+// everything.
 func (n *Node) PowerLoss() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return fmt.Errorf("cluster: node %s is not running", n.Name)
-	}
-	n.killLocked()
-	if n.aof != nil {
-		return n.aof.truncateToSynced(time.Second)
-	}
-	return nil
+	n.setPaused(false)
+	return n.srv.PowerLoss()
 }
 
-// Stop shuts the process down with SIGTERM (a paused one is continued
-// first so it can hear it) and kills it if it has not exited within 5 s.
+// Stop shuts the node down gracefully, and kills it if it has not exited
+// within 5 s.
 func (n *Node) Stop() error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.cmd == nil {
-		return nil
-	}
-	if n.paused {
-		_ = n.cmd.Process.Signal(syscall.SIGCONT)
-	}
-	_ = n.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-n.exited:
-		n.cmd, n.exited, n.paused = nil, nil, false
-	case <-time.After(5 * time.Second):
-		n.killLocked()
-	}
-	return nil
+	n.setPaused(false)
+	return n.srv.Stop()
 }
 
 // SetClockOffset moves the clock the node reads for key expiry by d from
 // the machine's (libfaketime; the node must have been added with Clock).
 // Redis's event loop runs on the monotonic clock, which stays true.
 func (n *Node) SetClockOffset(d time.Duration) error {
-	if n.clockFile == "" {
+	if !n.spec.Clock {
 		return fmt.Errorf("cluster: node %s was not started with a faked clock (NodeOptions.Clock)", n.Name)
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := writeClockFile(n.clockFile, d); err != nil {
+	if err := n.srv.SetClockOffset(d); err != nil {
 		return err
 	}
 	n.clockOffset = d
@@ -381,17 +244,6 @@ func (n *Node) ClockOffset() time.Duration {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.clockOffset
-}
-
-// writeClockFile replaces libfaketime's timestamp file atomically: Redis
-// exits if it ever reads a half-written one. Offsets are fractional seconds
-// ("+1.500s"): libfaketime reads "ms" as minutes.
-func writeClockFile(path string, d time.Duration) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%+.3fs\n", d.Seconds())), 0o644); err != nil {
-		return fmt.Errorf("cluster: clock file: %w", err)
-	}
-	return os.Rename(tmp, path)
 }
 
 // Heal restores every link to the node.

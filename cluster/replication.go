@@ -25,10 +25,10 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 }
 
 // ReplicaOf makes n a replica of master, replicating through its own link
-// (peer "repl:<n>") so a nemesis can slow or cut replication alone. It
-// returns once the first sync is done.
+// (peer "repl:<n>") so a nemesis can cut replication alone. It returns
+// once the first sync is done.
 func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
-	l, err := master.Link(ReplicationPeer(n.Name))
+	l, err := master.serverLink(n)
 	if err != nil {
 		return err
 	}
@@ -47,6 +47,26 @@ func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// serverLink is the link from server from to n: a toxiproxy link as for
+// clients, unless the backend has a Firewall, where it is the network
+// itself and a cut drops real packets.
+func (n *Node) serverLink(from *Node) (*Link, error) {
+	peer := ReplicationPeer(from.Name)
+	fw, ok := n.cluster.backend.(Firewall)
+	if !ok {
+		return n.Link(peer)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if l, ok := n.links[peer]; ok {
+		return l, nil
+	}
+	l := &Link{Peer: peer, Node: n.Name, addr: n.srv.PeerAddr(),
+		drop: func(on bool) error { return fw.Drop(from.srv, n.srv, on) }}
+	n.links[peer] = l
+	return l, nil
 }
 
 // ReplicationPeer is the peer name of replica's link to its master.

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -60,30 +56,11 @@ type Sentinels struct {
 // can reach its quorum.
 func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentinels, error) {
 	o = o.withDefaults()
-	bin := c.opts.Sentinel
-	if bin == "" {
-		bin = "redis-sentinel"
-	}
-	path, err := exec.LookPath(bin)
-	if err != nil {
-		return nil, fmt.Errorf("cluster: %s not found: install it with `make setup` (apt-get install redis-sentinel)", bin)
-	}
 	s := &Sentinels{Options: o, cluster: c}
+	conf := &SentinelConf{MasterName: o.MasterName, MasterAddr: o.Master.srv.PeerAddr(), Quorum: o.Quorum,
+		DownAfter: o.DownAfter, FailoverTimeout: o.FailoverTimeout}
 	for i := 1; i <= o.Count; i++ {
-		n, err := c.addProcess(ctx, fmt.Sprintf("sentinel%d", i), func(n *Node) error {
-			n.bin, n.sentinel = path, true
-			conf := filepath.Join(n.dir, "sentinel.conf")
-			n.args = []string{conf}
-			// Sentinel rewrites its config file as it learns: it must be
-			// its own, writable, and written afresh for each port tried.
-			text := fmt.Sprintf("port %d\nbind 127.0.0.1\ndaemonize no\ndir %s\nlogfile %s\n"+
-				"sentinel monitor %s 127.0.0.1 %d %d\nsentinel down-after-milliseconds %s %d\n"+
-				"sentinel failover-timeout %s %d\nsentinel parallel-syncs %s 1\n",
-				n.port, n.dir, filepath.Join(n.dir, "sentinel.log"),
-				o.MasterName, o.Master.port, o.Quorum, o.MasterName, o.DownAfter.Milliseconds(),
-				o.MasterName, o.FailoverTimeout.Milliseconds(), o.MasterName)
-			return os.WriteFile(conf, []byte(text), 0o644)
-		})
+		n, err := c.add(ctx, ServerSpec{Name: fmt.Sprintf("sentinel%d", i), Sentinel: conf})
 		if err != nil {
 			return nil, err
 		}
@@ -117,9 +94,9 @@ func (s *Sentinels) Master(ctx context.Context) (*Node, error) {
 		if err != nil || !ok || len(a) != 2 {
 			continue
 		}
-		port, _ := strconv.Atoi(fmt.Sprint(a[1]))
+		addr := net.JoinHostPort(fmt.Sprint(a[0]), fmt.Sprint(a[1]))
 		for _, d := range s.cluster.Nodes() {
-			if !d.sentinel && d.port == port {
+			if d.spec.Sentinel == nil && d.srv.PeerAddr() == addr {
 				return d, nil
 			}
 		}
@@ -138,12 +115,13 @@ func (s *Sentinels) Addrs() []string {
 
 // Client is go-redis's failover client for peer: it asks the sentinels
 // for the master, as applications do, and reaches data nodes through
-// peer's own links (sentinels are dialled directly).
+// peer's own links (sentinels are dialled directly). Sentinels name nodes
+// by the address other servers know them by.
 func (s *Sentinels) Client(peer string, o ClientOptions) *redis.Client {
 	byAddr := map[string]*Node{}
 	for _, n := range s.cluster.Nodes() {
-		if !n.sentinel {
-			byAddr[n.Addr()] = n
+		if n.spec.Sentinel == nil {
+			byAddr[n.srv.PeerAddr()] = n
 		}
 	}
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {

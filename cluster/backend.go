@@ -1,0 +1,180 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Backend is where a cluster's servers run: processes on this machine's
+// loopback (the default, "local") or containers on a network of the run's
+// own ("docker", package docker). Scenarios and nemeses see only Nodes and
+// Links; a backend decides what a node is and how a fault reaches it.
+type Backend interface {
+	// Start makes the server spec describes and starts it; when Start
+	// returns, the server answers PING with its data loaded.
+	Start(ctx context.Context, spec ServerSpec) (Server, error)
+	// Close removes everything the backend made for the cluster: it is
+	// called on every exit path, after a panic too, and more than once.
+	Close() error
+}
+
+// Server is one redis-server or redis-sentinel as a backend runs it, and
+// what the nemesis can do to it. The caller serialises calls on a server.
+type Server interface {
+	// Addr is where the harness reaches the server (admin commands, and
+	// the upstream of the client links).
+	Addr() string
+	// PeerAddr is where other servers reach it (REPLICAOF, sentinel
+	// monitor), and what sentinels name when asked for the master.
+	PeerAddr() string
+	// Start starts a killed or stopped server again: same addresses, and
+	// what its disk kept.
+	Start(ctx context.Context) error
+	// Kill is kill -9: no shutdown, no final fsync.
+	Kill() error
+	// PowerLoss is Kill plus the loss of what the disk had not been told
+	// to keep (appendfsync everysec: the last second).
+	PowerLoss() error
+	// Stop shuts the server down gracefully (SIGTERM).
+	Stop() error
+	// Pause freezes the server whole: it keeps its state and its port but
+	// answers nothing until Resume.
+	Pause() error
+	Resume() error
+	// SetClockOffset moves the clock the server's key expiry follows (the
+	// spec must have asked for Clock).
+	SetClockOffset(d time.Duration) error
+	// Info says where to find the server, for the run directory.
+	Info() NodeInfo
+}
+
+// Firewall is a backend whose servers have addresses of their own, so the
+// packets between two of them can be dropped where they flow. A backend
+// without one (local: every server shares the loopback) routes
+// server-to-server traffic through toxiproxy links instead.
+type Firewall interface {
+	// Drop drops every packet between a and b in both directions (on) or
+	// lets them through again (off). Established connections stall, as
+	// in a real partition: nothing is refused or reset.
+	Drop(a, b Server, on bool) error
+}
+
+// ServerSpec is a server as the harness wants it, the same for every
+// backend.
+type ServerSpec struct {
+	Name        string
+	Persistence Persistence
+	// Clock runs the server under libfaketime so SetClockOffset works.
+	Clock bool
+	// Args are appended to a data node's command line.
+	Args []string
+	// Sentinel, when set, makes the server a redis-sentinel watching a
+	// master instead of a data node.
+	Sentinel *SentinelConf
+}
+
+// RedisArgs is a data node's command line, listening on bind:port with its
+// files in dir.
+func (s ServerSpec) RedisArgs(bind string, port int, dir string) []string {
+	// Loopback binds keep protected mode and local-only DEBUG; a
+	// container's address is on a network the run made for itself, and
+	// the harness reaches it from the network's gateway.
+	guard := map[bool]string{true: "yes", false: "no"}[strings.HasPrefix(bind, "127.")]
+	debug := map[bool]string{true: "local", false: "yes"}[guard == "yes"]
+	a := []string{
+		"--port", fmt.Sprint(port),
+		"--bind", bind,
+		"--protected-mode", guard,
+		"--dir", dir,
+		"--logfile", dir + "/redis.log",
+		"--daemonize", "no",
+		"--save", "",
+		"--enable-debug-command", debug,
+		// A replica's first sync would otherwise wait 5 s for company.
+		"--repl-diskless-sync-delay", "0",
+	}
+	switch s.Persistence {
+	case AOFEverySec:
+		a = append(a, "--appendonly", "yes", "--appendfsync", "everysec")
+	case AOFAlways:
+		a = append(a, "--appendonly", "yes", "--appendfsync", "always")
+	default:
+		a = append(a, "--appendonly", "no")
+	}
+	return append(a, s.Args...)
+}
+
+// SentinelConf is what one sentinel is told to watch.
+type SentinelConf struct {
+	MasterName string
+	// MasterAddr is the master's PeerAddr.
+	MasterAddr                 string
+	Quorum                     int
+	DownAfter, FailoverTimeout time.Duration
+}
+
+// File is the sentinel's config file for a sentinel listening on
+// bind:port with its files in dir. Sentinel rewrites it as it learns, so
+// each sentinel needs its own writable copy.
+func (c SentinelConf) File(bind string, port int, dir string) string {
+	host, mport, _ := strings.Cut(c.MasterAddr, ":")
+	return fmt.Sprintf("port %d\nbind %s\ndaemonize no\ndir %s\nlogfile %s/sentinel.log\n"+
+		"sentinel monitor %s %s %s %d\nsentinel down-after-milliseconds %s %d\n"+
+		"sentinel failover-timeout %s %d\nsentinel parallel-syncs %s 1\n",
+		port, bind, dir, dir,
+		c.MasterName, host, mport, c.Quorum, c.MasterName, c.DownAfter.Milliseconds(),
+		c.MasterName, c.FailoverTimeout.Milliseconds(), c.MasterName)
+}
+
+// FaketimeOffset is libfaketime's text for an offset from the real clock:
+// fractional seconds ("+1.500s"), as libfaketime reads "ms" as minutes.
+func FaketimeOffset(d time.Duration) string { return fmt.Sprintf("%+.3fs", d.Seconds()) }
+
+// NewBackend makes a backend for one cluster from its options.
+type NewBackend func(Options) (Backend, error)
+
+var (
+	backendsMu sync.Mutex
+	backends   = map[string]NewBackend{}
+)
+
+// RegisterBackend makes a backend available by name (Options.Backend,
+// -backend). A backend's package calls it from init.
+func RegisterBackend(name string, f NewBackend) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if _, dup := backends[name]; dup {
+		panic("cluster: backend " + name + " registered twice")
+	}
+	backends[name] = f
+}
+
+// Backends lists the registered backends' names.
+func Backends() []string {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	var out []string
+	for n := range backends {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func newBackend(o Options) (Backend, error) {
+	name := o.Backend
+	if name == "" {
+		name = Local
+	}
+	backendsMu.Lock()
+	f, ok := backends[name]
+	backendsMu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("cluster: no backend %q (have: %s)", name, strings.Join(Backends(), ", "))
+	}
+	return f(o)
+}
