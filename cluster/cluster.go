@@ -44,6 +44,9 @@ type Options struct {
 	Faketime string
 	// Sentinel is the redis-sentinel binary; empty means "redis-sentinel".
 	Sentinel string
+	// PauseBySignal pauses a node with SIGSTOP where the backend would
+	// freeze it otherwise (docker pause). Local nodes are always signalled.
+	PauseBySignal bool
 	// Logf, when set, hears what a backend did beside the run (such as
 	// removing a dead run's containers).
 	Logf func(format string, args ...any)

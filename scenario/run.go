@@ -19,6 +19,8 @@ import (
 
 	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/cluster"
+	// Nodes as containers (-backend docker) beside local processes.
+	_ "github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
@@ -39,7 +41,11 @@ type Options struct {
 	Seed int64
 	// Out is the results root; the run goes to Out/<scenario>/<lock>/<time>.
 	Out string
-	// Server is the redis-server binary (empty: from PATH).
+	// Backend is where the Redis nodes run: "local" processes (the
+	// default) or "docker" containers (cluster.Backends lists them).
+	Backend string
+	// Server is the redis-server binary of the local backend (empty: from
+	// PATH).
 	Server string
 	// Log receives a few progress lines (nil: silent).
 	Log io.Writer
@@ -154,6 +160,12 @@ func Resolve(o Options) (Options, Scenario, error) {
 	if o.Out == "" {
 		o.Out = "results"
 	}
+	if o.Backend == "" {
+		o.Backend = cluster.Local
+	}
+	if !slices.Contains(cluster.Backends(), o.Backend) {
+		return o, s, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
+	}
 	switch {
 	case o.Clients < 2:
 		return o, s, usagef("-clients %d: a lock needs at least 2 clients to be contended", o.Clients)
@@ -182,6 +194,7 @@ func Resolve(o Options) (Options, Scenario, error) {
 type Result struct {
 	Scenario  string             `json:"scenario"`
 	Lock      string             `json:"lock"`
+	Backend   string             `json:"backend"`
 	Story     string             `json:"story"`
 	Expected  Expectation        `json:"expected"`
 	Outcome   string             `json:"outcome"`
@@ -252,7 +265,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("results dir: %w", err)
 	}
-	res = &Result{Scenario: s.Name, Lock: o.Lock, Story: s.Story, Expected: expected, Seed: o.Seed,
+	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
@@ -260,7 +273,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer rec.Close()
 
-	cl, err := cluster.New(cluster.Options{Server: o.Server})
+	cl, err := cluster.New(cluster.Options{Backend: o.Backend, Server: o.Server, Logf: logf})
 	if err != nil {
 		return res, err
 	}

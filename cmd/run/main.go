@@ -55,6 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		seed      = fs.Int64("seed", 0, "random seed, stored with the run (default: from the clock)")
 		out       = fs.String("out", "results", "results directory")
 		list      = fs.Bool("list", false, "list scenarios and locks, then exit")
+		backend   = fs.String("backend", cluster.Local, "where the Redis nodes run: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image, `make setup` builds it)")
 		procs     = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
 		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
 		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines")
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -89,7 +90,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case f.Name == "clients" && *clients <= 0, f.Name == "ttl" && *ttl <= 0, f.Name == "time-limit" && *timeLimit <= 0,
 			f.Name == "parallel" && *parallel < 1:
 			bad = fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", f.Name, f.Value)
-		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "out") && strings.TrimSpace(f.Value.String()) == "":
+		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "out" || f.Name == "backend") && strings.TrimSpace(f.Value.String()) == "":
 			bad = fmt.Sprintf("-%s is empty (omit the flag for the default)", f.Name)
 		}
 	})
@@ -135,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout, ClientProcs: *procs}
+	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout, ClientProcs: *procs, Backend: *backend}
 	if isTerminal(stdout) {
 		base.Progress = statusLine(stdout)
 	}

@@ -1,0 +1,540 @@
+// Package docker is the docker backend: every node of a run, and every
+// sentinel, is a container with an address of its own on a network the run
+// creates, built from a local image (no registry). Faults act on real
+// containers and real packets: docker pause (the cgroup freezer) or
+// SIGSTOP, kill -9 of redis-server and a restart on the same volume,
+// iptables drops inside the containers, libfaketime inside the container.
+// A container is a node's host and stays up: its server process is what
+// dies and comes back, so peers get a reset, as from a local process, not
+// the silence of a vanished machine. Clients
+// still reach nodes through the cluster's toxiproxy links, which give each
+// client its own road to cut or slow.
+//
+// Import it for its side effect to make "-backend docker" available:
+//
+//	import _ "github.com/locktorture/locktorture/docker"
+package docker
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ory/dockertest/v3"
+	dc "github.com/ory/dockertest/v3/docker"
+
+	"github.com/locktorture/locktorture/cluster"
+)
+
+// Name is the backend's name in cluster.Options.Backend and -backend.
+const Name = "docker"
+
+func init() { cluster.RegisterBackend(Name, New) }
+
+// Labels on everything a run makes: containers, volumes, the network. The
+// host and pid let a later run on the same machine tell a dead run's
+// leftovers from a live run's (RemoveLeftovers).
+const (
+	LabelRun  = "locktorture.run"
+	LabelHost = "locktorture.host"
+	LabelPID  = "locktorture.pid"
+)
+
+// Ports every node listens on, each at its own address.
+const (
+	redisPort    = 6379
+	sentinelPort = 26379
+)
+
+// Pool connects to the Docker engine ($DOCKER_HOST, else the local socket)
+// and checks that it answers.
+func Pool() (*dockertest.Pool, error) {
+	pool, err := dockertest.NewPool("")
+	if err != nil {
+		return nil, fmt.Errorf("docker: %w", err)
+	}
+	if err := pool.Client.Ping(); err != nil {
+		return nil, fmt.Errorf("docker: no Docker engine answers (%v): start one, or set DOCKER_HOST", err)
+	}
+	return pool, nil
+}
+
+var (
+	sweepOnce sync.Once
+	imageMu   sync.Mutex
+	imageName string
+)
+
+// New connects to the engine, removes a dead run's leftovers (once per
+// process), makes sure the node image exists (building it if not), and
+// creates the run's network.
+func New(o cluster.Options) (cluster.Backend, error) {
+	pool, err := Pool()
+	if err != nil {
+		return nil, err
+	}
+	logf := o.Logf
+	if logf == nil {
+		logf = func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+	}
+	sweepOnce.Do(func() {
+		gone, err := RemoveLeftovers(pool)
+		for _, g := range gone {
+			logf("docker: removed a dead run's leftovers: %s", g)
+		}
+		if err != nil {
+			logf("docker: looking for a dead run's leftovers: %v", err)
+		}
+	})
+	image, err := nodeImage(pool, ImageOptions{FaketimeServer: o.FaketimeServer, Logf: logf})
+	if err != nil {
+		return nil, err
+	}
+	host, _ := os.Hostname()
+	var id [4]byte
+	_, _ = rand.Read(id[:])
+	b := &backend{pool: pool, image: image, pauseBySignal: o.PauseBySignal,
+		run:    fmt.Sprintf("%d-%x", os.Getpid(), id),
+		labels: map[string]string{LabelHost: host, LabelPID: strconv.Itoa(os.Getpid())}}
+	b.labels[LabelRun] = b.run
+	if err := b.createNetwork(); err != nil {
+		_ = b.Close()
+		return nil, err
+	}
+	return b, nil
+}
+
+// nodeImage is Image, remembered for the process once it succeeds.
+func nodeImage(pool *dockertest.Pool, o ImageOptions) (string, error) {
+	imageMu.Lock()
+	defer imageMu.Unlock()
+	if imageName != "" {
+		return imageName, nil
+	}
+	name, err := Image(context.Background(), pool, o)
+	if err == nil {
+		imageName = name
+	}
+	return name, err
+}
+
+// backend is one cluster's containers, volumes and network.
+type backend struct {
+	pool          *dockertest.Pool
+	image         string
+	run           string
+	labels        map[string]string
+	pauseBySignal bool
+
+	mu      sync.Mutex
+	network string
+	subnet  *net.IPNet
+	hosts   int
+	servers []*container
+	volumes []string
+}
+
+// createNetwork makes the run's network. It is internal (no way out of the
+// machine), and its subnet is stated explicitly so that each container
+// keeps its address across a restart, as a host would: the engine picks a
+// free subnet for a first network, which is then made again with that
+// subnet written down.
+func (b *backend) createNetwork() error {
+	name := "locktorture-" + b.run
+	for attempt := 0; ; attempt++ {
+		probe, err := b.pool.Client.CreateNetwork(dc.CreateNetworkOptions{Name: name, Driver: "bridge", Internal: true, Labels: b.labels})
+		if err != nil {
+			return fmt.Errorf("docker: create network: %w", err)
+		}
+		var subnet string
+		if info, err := b.pool.Client.NetworkInfo(probe.ID); err == nil && len(info.IPAM.Config) > 0 {
+			subnet = info.IPAM.Config[0].Subnet
+		}
+		if err := b.pool.Client.RemoveNetwork(probe.ID); err != nil {
+			return fmt.Errorf("docker: create network: %w", err)
+		}
+		_, ipnet, err := net.ParseCIDR(subnet)
+		if err != nil {
+			return fmt.Errorf("docker: the engine gave network %s the subnet %q: %v", name, subnet, err)
+		}
+		nw, err := b.pool.Client.CreateNetwork(dc.CreateNetworkOptions{Name: name, Driver: "bridge", Internal: true, Labels: b.labels,
+			IPAM: &dc.IPAMOptions{Driver: "default", Config: []dc.IPAMConfig{{Subnet: subnet}}}})
+		if err != nil && attempt < 5 && strings.Contains(err.Error(), "overlaps") {
+			continue // another run took the subnet in between
+		}
+		if err != nil {
+			return fmt.Errorf("docker: create network: %w", err)
+		}
+		b.mu.Lock()
+		b.network, b.subnet = nw.ID, ipnet
+		b.mu.Unlock()
+		return nil
+	}
+}
+
+// nextIP hands out the subnet's addresses from .2 (.1 is the gateway, the
+// harness's side).
+func (b *backend) nextIP() (string, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hosts++
+	ip := make(net.IP, len(b.subnet.IP.To4()))
+	copy(ip, b.subnet.IP.To4())
+	n := b.hosts + 1
+	ip[3] += byte(n)
+	if n > 250 || !b.subnet.Contains(ip) {
+		return "", errors.New("docker: the run's subnet is full")
+	}
+	return ip.String(), nil
+}
+
+// Start creates the server's volume and container and starts it.
+func (b *backend) Start(ctx context.Context, spec cluster.ServerSpec) (cluster.Server, error) {
+	ip, err := b.nextIP()
+	if err != nil {
+		return nil, err
+	}
+	name := "locktorture-" + b.run + "-" + spec.Name
+	vol, err := b.pool.Client.CreateVolume(dc.CreateVolumeOptions{Name: name, Labels: b.labels, Context: ctx})
+	if err != nil {
+		return nil, fmt.Errorf("docker: volume for %s: %w", spec.Name, err)
+	}
+	b.mu.Lock()
+	b.volumes = append(b.volumes, vol.Name)
+	b.mu.Unlock()
+	port, script := redisPort, nodeScript(spec, ip)
+	if spec.Sentinel != nil {
+		port = sentinelPort
+		// The config file is written on the first start only: sentinel
+		// rewrites it with what it learns, and a restart keeps that.
+		script = fmt.Sprintf(`[ -e /data/sentinel.conf ] || cat > /data/sentinel.conf <<'EOF'
+%sEOF
+exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
+	}
+	created, err := b.pool.Client.CreateContainer(dc.CreateContainerOptions{
+		Name: name,
+		Config: &dc.Config{Image: b.image, Hostname: spec.Name, Labels: b.labels,
+			// The host's own life: the server runs beside it (Start).
+			Cmd: []string{"sleep", "infinity"}},
+		HostConfig: &dc.HostConfig{
+			// iptables inside the node's own namespace.
+			CapAdd:      []string{"NET_ADMIN"},
+			Binds:       []string{vol.Name + ":/data"},
+			NetworkMode: b.network,
+		},
+		NetworkingConfig: &dc.NetworkingConfig{EndpointsConfig: map[string]*dc.EndpointConfig{
+			b.network: {IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: ip}}}},
+		Context: ctx,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+	}
+	c := &container{b: b, spec: spec, id: created.ID, addr: net.JoinHostPort(ip, strconv.Itoa(port)),
+		// The pid file lets kill, stop and SIGSTOP find the server.
+		script: "echo $$ > /data/server.pid; " + script}
+	b.mu.Lock()
+	b.servers = append(b.servers, c)
+	b.mu.Unlock()
+	if err := b.pool.Client.StartContainerWithContext(c.id, nil, ctx); err != nil {
+		return nil, fmt.Errorf("docker: start %s: %w", spec.Name, err)
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// nodeScript is a data node's command: redis-server on the container's
+// address with its files in the volume, under libfaketime when the spec
+// asks for a faked clock (whose offset file, like the data, survives a
+// restart).
+func nodeScript(spec cluster.ServerSpec, ip string) string {
+	args := spec.RedisArgs(ip, redisPort, "/data")
+	quoted := make([]string, len(args))
+	for i, a := range args {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	if !spec.Clock {
+		return "exec redis-server " + strings.Join(quoted, " ")
+	}
+	env := strings.Join(cluster.FaketimeEnv("$(echo /usr/lib/*/faketime/libfaketime.so.1)"), " ")
+	return `[ -e /data/faketime ] || echo +0.000s > /data/faketime; exec env ` + env +
+		` FAKETIME_TIMESTAMP_FILE=/data/faketime redis-server-libc ` + strings.Join(quoted, " ")
+}
+
+// Drop cuts or heals the packets between two containers with iptables in
+// both. The rules live in the containers' namespaces, which outlive a
+// server's kill and restart, as a partition outlives a process.
+func (b *backend) Drop(x, y cluster.Server, on bool) error {
+	cx, okx := x.(*container)
+	cy, oky := y.(*container)
+	if !okx || !oky {
+		return errors.New("docker: Drop needs two of this backend's servers")
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- cx.drop(cy, on) }()
+	go func() { errs <- cy.drop(cx, on) }()
+	return errors.Join(<-errs, <-errs)
+}
+
+// Close removes every container, volume and the network, on a context of
+// its own: it runs after a cancelled run too.
+func (b *backend) Close() error {
+	b.mu.Lock()
+	servers, volumes, network := b.servers, b.volumes, b.network
+	b.servers, b.volumes, b.network = nil, nil, ""
+	b.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make([]error, len(servers))
+	for i, c := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			err := b.pool.Client.RemoveContainer(dc.RemoveContainerOptions{ID: c.id, Force: true, RemoveVolumes: true, Context: ctx})
+			var gone *dc.NoSuchContainer
+			if err != nil && !errors.As(err, &gone) {
+				errs[i] = fmt.Errorf("docker: remove %s: %w", c.spec.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, v := range volumes {
+		if err := b.pool.Client.RemoveVolumeWithOptions(dc.RemoveVolumeOptions{Name: v, Context: ctx}); err != nil && !errors.Is(err, dc.ErrNoSuchVolume) {
+			errs = append(errs, fmt.Errorf("docker: remove volume %s: %w", v, err))
+		}
+	}
+	if network != "" {
+		if err := b.pool.Client.RemoveNetwork(network); err != nil {
+			errs = append(errs, fmt.Errorf("docker: remove network: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// container is one node as a container.
+type container struct {
+	b      *backend
+	spec   cluster.ServerSpec
+	id     string
+	addr   string
+	script string
+
+	mu     sync.Mutex
+	paused bool
+}
+
+func (c *container) Addr() string     { return c.addr }
+func (c *container) PeerAddr() string { return c.addr }
+
+func (c *container) ip() string { h, _, _ := net.SplitHostPort(c.addr); return h }
+
+func (c *container) Info() cluster.NodeInfo {
+	return cluster.NodeInfo{Name: c.spec.Name, Backend: Name, Addr: c.addr, Container: c.id[:12], Dir: "/data",
+		Persistence: c.spec.Persistence, Server: c.b.image, Sentinel: c.spec.Sentinel != nil}
+}
+
+// Start starts the server in its container (again: same address, same
+// volume) and waits until it answers with its data loaded.
+func (c *container) Start(ctx context.Context) error {
+	if err := c.execDetached(c.script); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, err := cluster.Answering(c.addr)
+		if err == nil {
+			return nil
+		}
+		if _, gone := c.exec("kill -0 $(cat /data/server.pid)"); gone != nil {
+			return fmt.Errorf("docker: %s exited during start%s", c.spec.Name, c.logTail())
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("docker: %s did not answer within 15s: %v%s", c.spec.Name, err, c.logTail())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (c *container) logTail() string {
+	log := "/data/redis.log"
+	if c.spec.Sentinel != nil {
+		log = "/data/sentinel.log"
+	}
+	out, _ := c.exec("tail -n 2 " + log)
+	if out = strings.TrimSpace(out); out != "" {
+		return ": " + out
+	}
+	return ""
+}
+
+// signal sends sig to the server process and, for a signal that ends it,
+// waits until it is gone (a zombie counts as gone).
+func (c *container) signal(sig string, wait bool) error {
+	script := "kill -" + sig + " $(cat /data/server.pid)"
+	if wait {
+		script = "pid=$(cat /data/server.pid); kill -" + sig + " $pid || exit 1; " +
+			`while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status 2>/dev/null; do sleep 0.01; done`
+	}
+	if _, err := c.exec(script); err != nil {
+		return fmt.Errorf("docker: SIG%s to %s: %w", sig, c.spec.Name, err)
+	}
+	return nil
+}
+
+// Kill is kill -9 of the server (a frozen container is thawed first, so
+// the signal lands at once); the container, its address and its volume
+// stay.
+func (c *container) Kill() error {
+	if err := c.thaw(); err != nil {
+		return err
+	}
+	return c.signal("KILL", true)
+}
+
+// PowerLoss is not offered: losing the last second of an everysec AOF
+// needs the file's size history, which the local backend samples on its
+// own disk; a container's volume may be on another machine.
+func (c *container) PowerLoss() error {
+	return fmt.Errorf("docker: power loss on %s: only the local backend can cut an AOF back to its last fsync; use kill -9 (Kill)", c.spec.Name)
+}
+
+// Stop is SIGTERM to the server, then SIGKILL after 5 s.
+func (c *container) Stop() error {
+	if err := c.thaw(); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.signal("TERM", true) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		return c.signal("KILL", true)
+	}
+}
+
+// Pause is docker pause, the cgroup freezer, or SIGSTOP to redis-server
+// when the cluster asked for a signal (cluster.Options.PauseBySignal).
+func (c *container) Pause() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	if c.b.pauseBySignal {
+		err = c.signal("STOP", false)
+	} else {
+		err = c.b.pool.Client.PauseContainer(c.id)
+	}
+	if err != nil {
+		return fmt.Errorf("docker: pause %s: %w", c.spec.Name, err)
+	}
+	c.paused = true
+	return nil
+}
+
+// Resume is docker unpause, or SIGCONT.
+func (c *container) Resume() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var err error
+	if c.b.pauseBySignal {
+		err = c.signal("CONT", false)
+	} else {
+		err = c.b.pool.Client.UnpauseContainer(c.id)
+	}
+	if err != nil {
+		return fmt.Errorf("docker: resume %s: %w", c.spec.Name, err)
+	}
+	c.paused = false
+	return nil
+}
+
+func (c *container) thaw() error {
+	c.mu.Lock()
+	paused := c.paused
+	c.mu.Unlock()
+	if paused {
+		return c.Resume()
+	}
+	return nil
+}
+
+// SetClockOffset rewrites libfaketime's offset file inside the container,
+// by rename so redis-server never reads half of it.
+func (c *container) SetClockOffset(d time.Duration) error {
+	if !c.spec.Clock {
+		return fmt.Errorf("docker: node %s was not started with a faked clock", c.spec.Name)
+	}
+	_, err := c.exec(fmt.Sprintf("echo %s > /data/faketime.tmp && mv /data/faketime.tmp /data/faketime", cluster.FaketimeOffset(d)))
+	return err
+}
+
+// drop adds (or removes) the iptables rules in c that drop every packet to
+// and from peer. Adding checks first, so a cut is never doubled; removing
+// takes every copy.
+func (c *container) drop(peer *container, on bool) error {
+	ip := peer.ip()
+	rules := []string{"INPUT -s " + ip + " -j DROP", "OUTPUT -d " + ip + " -j DROP"}
+	var script []string
+	for _, r := range rules {
+		if on {
+			script = append(script, fmt.Sprintf("{ iptables -w -C %s 2>/dev/null || iptables -w -A %s; }", r, r))
+		} else {
+			script = append(script, fmt.Sprintf("while iptables -w -D %s 2>/dev/null; do :; done", r))
+		}
+	}
+	_, err := c.exec(strings.Join(script, " && "))
+	return err
+}
+
+// exec runs a shell command inside the container and returns its output;
+// it fails with that output when the command exits non-zero.
+func (c *container) exec(script string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := c.b.pool.Client
+	e, err := cl.CreateExec(dc.CreateExecOptions{Container: c.id, Cmd: []string{"sh", "-c", script},
+		AttachStdout: true, AttachStderr: true, Context: ctx})
+	if err != nil {
+		return "", fmt.Errorf("docker: exec in %s: %w", c.spec.Name, err)
+	}
+	var out bytes.Buffer
+	if err := cl.StartExec(e.ID, dc.StartExecOptions{OutputStream: &out, ErrorStream: &out, Context: ctx}); err != nil {
+		return "", fmt.Errorf("docker: exec in %s: %w", c.spec.Name, err)
+	}
+	ins, err := cl.InspectExec(e.ID)
+	if err != nil {
+		return "", fmt.Errorf("docker: exec in %s: %w", c.spec.Name, err)
+	}
+	if ins.ExitCode != 0 {
+		return out.String(), fmt.Errorf("docker: %q in %s exited %d: %s", script, c.spec.Name, ins.ExitCode, strings.TrimSpace(out.String()))
+	}
+	return out.String(), nil
+}
+
+// execDetached starts a shell command inside the container and leaves it
+// running: the server process.
+func (c *container) execDetached(script string) error {
+	cl := c.b.pool.Client
+	e, err := cl.CreateExec(dc.CreateExecOptions{Container: c.id, Cmd: []string{"sh", "-c", script}})
+	if err == nil {
+		err = cl.StartExec(e.ID, dc.StartExecOptions{Detach: true})
+	}
+	if err != nil {
+		return fmt.Errorf("docker: start the server in %s: %w", c.spec.Name, err)
+	}
+	return nil
+}
