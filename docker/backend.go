@@ -16,7 +16,6 @@
 package docker
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
@@ -222,8 +221,10 @@ exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
 	created, err := b.pool.Client.CreateContainer(dc.CreateContainerOptions{
 		Name: name,
 		Config: &dc.Config{Image: b.image, Hostname: spec.Name, Labels: b.labels,
-			// The host's own life: the server runs beside it (Start).
-			Cmd: []string{"sleep", "infinity"}},
+			Env: []string{"SERVER=" + script},
+			// The agent is the host's own life; the server runs under it.
+			Cmd:       []string{"sh", "-c", agentScript},
+			OpenStdin: true, AttachStdin: true, AttachStdout: true},
 		HostConfig: &dc.HostConfig{
 			// iptables inside the node's own namespace.
 			CapAdd:      []string{"NET_ADMIN"},
@@ -237,12 +238,13 @@ exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
 	if err != nil {
 		return nil, fmt.Errorf("docker: create %s: %w", spec.Name, err)
 	}
-	c := &container{b: b, spec: spec, id: created.ID, addr: net.JoinHostPort(ip, strconv.Itoa(port)),
-		// The pid file lets kill, stop and SIGSTOP find the server.
-		script: "echo $$ > /data/server.pid; " + script}
+	c := &container{b: b, spec: spec, id: created.ID, addr: net.JoinHostPort(ip, strconv.Itoa(port))}
 	b.mu.Lock()
 	b.servers = append(b.servers, c)
 	b.mu.Unlock()
+	if c.agent, err = attach(b.pool, c.id); err != nil {
+		return nil, fmt.Errorf("docker: attach to %s: %w", spec.Name, err)
+	}
 	if err := b.pool.Client.StartContainerWithContext(c.id, nil, ctx); err != nil {
 		return nil, fmt.Errorf("docker: start %s: %w", spec.Name, err)
 	}
@@ -323,11 +325,11 @@ func (b *backend) Close() error {
 
 // container is one node as a container.
 type container struct {
-	b      *backend
-	spec   cluster.ServerSpec
-	id     string
-	addr   string
-	script string
+	b     *backend
+	spec  cluster.ServerSpec
+	id    string
+	addr  string
+	agent *agent
 
 	mu     sync.Mutex
 	paused bool
@@ -346,8 +348,8 @@ func (c *container) Info() cluster.NodeInfo {
 // Start starts the server in its container (again: same address, same
 // volume) and waits until it answers with its data loaded.
 func (c *container) Start(ctx context.Context) error {
-	if err := c.execDetached(c.script); err != nil {
-		return err
+	if _, err := c.agent.do("start"); err != nil {
+		return fmt.Errorf("docker: start the server in %s: %w", c.spec.Name, err)
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
@@ -355,7 +357,7 @@ func (c *container) Start(ctx context.Context) error {
 		if err == nil {
 			return nil
 		}
-		if _, gone := c.exec("kill -0 $(cat /data/server.pid)"); gone != nil {
+		if _, gone := c.agent.do("alive"); gone != nil {
 			return fmt.Errorf("docker: %s exited during start%s", c.spec.Name, c.logTail())
 		}
 		if time.Now().After(deadline) {
@@ -364,7 +366,7 @@ func (c *container) Start(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 }
@@ -374,25 +376,10 @@ func (c *container) logTail() string {
 	if c.spec.Sentinel != nil {
 		log = "/data/sentinel.log"
 	}
-	out, _ := c.exec("tail -n 2 " + log)
-	if out = strings.TrimSpace(out); out != "" {
+	if out, _ := c.agent.do("sh tail -n 1 " + log); out != "" {
 		return ": " + out
 	}
 	return ""
-}
-
-// signal sends sig to the server process and, for a signal that ends it,
-// waits until it is gone (a zombie counts as gone).
-func (c *container) signal(sig string, wait bool) error {
-	script := "kill -" + sig + " $(cat /data/server.pid)"
-	if wait {
-		script = "pid=$(cat /data/server.pid); kill -" + sig + " $pid || exit 1; " +
-			`while [ -e /proc/$pid ] && ! grep -q '^State:.*Z' /proc/$pid/status 2>/dev/null; do sleep 0.01; done`
-	}
-	if _, err := c.exec(script); err != nil {
-		return fmt.Errorf("docker: SIG%s to %s: %w", sig, c.spec.Name, err)
-	}
-	return nil
 }
 
 // Kill is kill -9 of the server (a frozen container is thawed first, so
@@ -402,7 +389,10 @@ func (c *container) Kill() error {
 	if err := c.thaw(); err != nil {
 		return err
 	}
-	return c.signal("KILL", true)
+	if _, err := c.agent.do("kill KILL"); err != nil {
+		return fmt.Errorf("docker: kill %s: %w", c.spec.Name, err)
+	}
+	return nil
 }
 
 // PowerLoss is not offered: losing the last second of an everysec AOF
@@ -417,14 +407,10 @@ func (c *container) Stop() error {
 	if err := c.thaw(); err != nil {
 		return err
 	}
-	done := make(chan error, 1)
-	go func() { done <- c.signal("TERM", true) }()
-	select {
-	case err := <-done:
-		return err
-	case <-time.After(5 * time.Second):
-		return c.signal("KILL", true)
+	if _, err := c.agent.do("kill TERM"); err != nil {
+		return fmt.Errorf("docker: stop %s: %w", c.spec.Name, err)
 	}
+	return nil
 }
 
 // Pause is docker pause, the cgroup freezer, or SIGSTOP to redis-server
@@ -434,7 +420,7 @@ func (c *container) Pause() error {
 	defer c.mu.Unlock()
 	var err error
 	if c.b.pauseBySignal {
-		err = c.signal("STOP", false)
+		_, err = c.agent.do("signal STOP")
 	} else {
 		err = c.b.pool.Client.PauseContainer(c.id)
 	}
@@ -451,7 +437,7 @@ func (c *container) Resume() error {
 	defer c.mu.Unlock()
 	var err error
 	if c.b.pauseBySignal {
-		err = c.signal("CONT", false)
+		_, err = c.agent.do("signal CONT")
 	} else {
 		err = c.b.pool.Client.UnpauseContainer(c.id)
 	}
@@ -478,7 +464,7 @@ func (c *container) SetClockOffset(d time.Duration) error {
 	if !c.spec.Clock {
 		return fmt.Errorf("docker: node %s was not started with a faked clock", c.spec.Name)
 	}
-	_, err := c.exec(fmt.Sprintf("echo %s > /data/faketime.tmp && mv /data/faketime.tmp /data/faketime", cluster.FaketimeOffset(d)))
+	_, err := c.agent.do(fmt.Sprintf("sh echo %s > /data/faketime.tmp && mv /data/faketime.tmp /data/faketime", cluster.FaketimeOffset(d)))
 	return err
 }
 
@@ -496,45 +482,7 @@ func (c *container) drop(peer *container, on bool) error {
 			script = append(script, fmt.Sprintf("while iptables -w -D %s 2>/dev/null; do :; done", r))
 		}
 	}
-	_, err := c.exec(strings.Join(script, " && "))
+	_, err := c.agent.do("sh " + strings.Join(script, " && "))
 	return err
 }
 
-// exec runs a shell command inside the container and returns its output;
-// it fails with that output when the command exits non-zero.
-func (c *container) exec(script string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	cl := c.b.pool.Client
-	e, err := cl.CreateExec(dc.CreateExecOptions{Container: c.id, Cmd: []string{"sh", "-c", script},
-		AttachStdout: true, AttachStderr: true, Context: ctx})
-	if err != nil {
-		return "", fmt.Errorf("docker: exec in %s: %w", c.spec.Name, err)
-	}
-	var out bytes.Buffer
-	if err := cl.StartExec(e.ID, dc.StartExecOptions{OutputStream: &out, ErrorStream: &out, Context: ctx}); err != nil {
-		return "", fmt.Errorf("docker: exec in %s: %w", c.spec.Name, err)
-	}
-	ins, err := cl.InspectExec(e.ID)
-	if err != nil {
-		return "", fmt.Errorf("docker: exec in %s: %w", c.spec.Name, err)
-	}
-	if ins.ExitCode != 0 {
-		return out.String(), fmt.Errorf("docker: %q in %s exited %d: %s", script, c.spec.Name, ins.ExitCode, strings.TrimSpace(out.String()))
-	}
-	return out.String(), nil
-}
-
-// execDetached starts a shell command inside the container and leaves it
-// running: the server process.
-func (c *container) execDetached(script string) error {
-	cl := c.b.pool.Client
-	e, err := cl.CreateExec(dc.CreateExecOptions{Container: c.id, Cmd: []string{"sh", "-c", script}})
-	if err == nil {
-		err = cl.StartExec(e.ID, dc.StartExecOptions{Detach: true})
-	}
-	if err != nil {
-		return fmt.Errorf("docker: start the server in %s: %w", c.spec.Name, err)
-	}
-	return nil
-}
