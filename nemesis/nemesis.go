@@ -93,6 +93,22 @@ func (s Schedule) Run(ctx context.Context) error {
 	return nil
 }
 
+// Opening splits off the steps at offset zero, the story's setting (a
+// replication link cut, clients split across nodes), from the rest. A run
+// takes the opening before any client moves, so how long a backend takes
+// to make the setting (a few ms for a proxy, tens for iptables in a
+// container) never lets the clients act in a world the story did not set.
+func (s Schedule) Opening() (opening, rest Schedule) {
+	for _, st := range s {
+		if st.At <= 0 {
+			opening = append(opening, st)
+		} else {
+			rest = append(rest, st)
+		}
+	}
+	return opening, rest
+}
+
 // String lists the steps, one per line, for logs and for replaying a seed.
 func (s Schedule) String() string {
 	var b strings.Builder

@@ -339,15 +339,22 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	res.Schedule = sched.String()
 	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
 
-	// The time limit and the schedule start once every client is up.
+	// The time limit and the schedule start once every client is up; the
+	// schedule's opening is in place before any client moves.
 	stop, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
 	nemErr := make(chan error, 1)
 	scheduled := false
 	wo.Ready = func() {
 		scheduled = true
+		opening, rest := sched.Opening()
+		if err := opening.Run(stop); err != nil {
+			nemErr <- err
+			cancelStop()
+			return
+		}
 		time.AfterFunc(o.TimeLimit, cancelStop)
-		go func() { nemErr <- sched.Run(stop) }()
+		go func() { nemErr <- rest.Run(stop) }()
 		if o.Progress != nil {
 			go reportProgress(stop, o, rec)
 		}
