@@ -491,4 +491,3 @@ func (c *container) drop(peer *container, on bool) error {
 	c.cut[peer] = on
 	return nil
 }
-

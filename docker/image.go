@@ -75,29 +75,38 @@ func Image(ctx context.Context, pool *dockertest.Pool, o ImageOptions) (string, 
 		logf("docker: %s made in %s", base, time.Since(start).Round(time.Second))
 	}
 	start := time.Now()
+	if err := buildNode(ctx, pool, base, node, server); err != nil {
+		return "", err
+	}
+	logf("docker: %s built in %s", node, time.Since(start).Round(100*time.Millisecond))
+	return node, nil
+}
+
+// buildNode builds docker/Dockerfile on base as name, with the network
+// off: FROM names a local image, and nothing else can be fetched.
+func buildNode(ctx context.Context, pool *dockertest.Pool, base, name string, server []byte) error {
 	dir, err := os.MkdirTemp("", "locktorture-image-")
 	if err != nil {
-		return "", err
+		return err
 	}
 	defer os.RemoveAll(dir)
 	if err := os.WriteFile(filepath.Join(dir, "Dockerfile"), dockerfile, 0o644); err != nil {
-		return "", err
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(dir, "redis-server-libc"), server, 0o755); err != nil {
-		return "", err
+		return err
 	}
 	var out bytes.Buffer
 	err = pool.Client.BuildImage(dc.BuildImageOptions{
-		Name: node, ContextDir: dir, Dockerfile: "Dockerfile",
+		Name: name, ContextDir: dir, Dockerfile: "Dockerfile",
 		BuildArgs:   []dc.BuildArg{{Name: "BASE", Value: base}},
 		NetworkMode: "none", RmTmpContainer: true, ForceRmTmpContainer: true,
 		OutputStream: &out, Context: ctx,
 	})
 	if err != nil {
-		return "", fmt.Errorf("docker: build %s: %w\n%s", node, err, out.String())
+		return fmt.Errorf("docker: build %s: %w\n%s", name, err, tail(out.String()))
 	}
-	logf("docker: %s built in %s", node, time.Since(start).Round(100*time.Millisecond))
-	return node, nil
+	return nil
 }
 
 // importBase runs rootfs.sh and imports its tar as the base image tagged

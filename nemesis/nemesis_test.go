@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
 )
@@ -25,7 +26,19 @@ type env struct {
 
 func newEnv(t *testing.T, nodes ...cluster.NodeOptions) *env {
 	t.Helper()
-	cl, err := cluster.New(cluster.Options{})
+	return newEnvOn(t, cluster.Local, nodes...)
+}
+
+// newEnvOn is newEnv on a named backend; docker is skipped, saying why,
+// where no engine answers.
+func newEnvOn(t *testing.T, backend string, nodes ...cluster.NodeOptions) *env {
+	t.Helper()
+	if backend == docker.Name {
+		if _, err := docker.Pool(); err != nil {
+			t.Skipf("docker backend not tested: %v", err)
+		}
+	}
+	cl, err := cluster.New(cluster.Options{Backend: backend})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,8 +303,16 @@ func TestManualFailoverLosesTheUnreplicatedLock(t *testing.T) {
 	}
 }
 
+// Real sentinels fail a killed master over, and go-redis's failover client
+// follows them, on local processes and on containers alike.
 func TestSentinelFailover(t *testing.T) {
-	e := newEnv(t, names("m", "r1", "r2")...)
+	for _, backend := range []string{cluster.Local, docker.Name} {
+		t.Run(backend, func(t *testing.T) { sentinelFailover(t, backend) })
+	}
+}
+
+func sentinelFailover(t *testing.T, backend string) {
+	e := newEnvOn(t, backend, names("m", "r1", "r2")...)
 	m := e.cl.Node("m")
 	e.must(e.cl.Node("r1").ReplicaOf(ctx, m))
 	e.must(e.cl.Node("r2").ReplicaOf(ctx, m))

@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ory/dockertest/v3"
+	dc "github.com/ory/dockertest/v3/docker"
+
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -174,10 +178,10 @@ func buildRun(t *testing.T) string {
 // waits until it has recorded ops, returning the run dir and the temp dir
 // the run keeps its node data in (the test's own: a harness killed with
 // SIGKILL cannot clean up after itself, and must not litter /tmp).
-func startLongRun(t *testing.T, bin string) (*exec.Cmd, string, string) {
+func startLongRun(t *testing.T, bin string, args ...string) (*exec.Cmd, string, string) {
 	t.Helper()
 	out, tmp := t.TempDir(), t.TempDir()
-	cmd := exec.Command(bin, "-scenario", "baseline", "-lock", "set-nx-px", "-time-limit", "1m", "-out", out)
+	cmd := exec.Command(bin, append([]string{"-scenario", "baseline", "-lock", "set-nx-px", "-time-limit", "1m", "-out", out}, args...)...)
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -346,5 +350,73 @@ func TestClientProcsRunAndDieWithTheHarness(t *testing.T) {
 	}
 	if left := workerPIDs(t, bin, cmd.Process.Pid); len(left) > 0 {
 		t.Fatalf("workers %v outlived the harness killed with SIGKILL", left)
+	}
+}
+
+// labelled lists what the docker engine holds with label=value: containers,
+// volumes and networks, as "kind name" lines.
+func labelled(t *testing.T, pool *dockertest.Pool, label, value string) []string {
+	t.Helper()
+	f := map[string][]string{"label": {label + "=" + value}}
+	var out []string
+	cs, err := pool.Client.ListContainers(dc.ListContainersOptions{All: true, Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		out = append(out, "container "+strings.Join(c.Names, ","))
+	}
+	vs, err := pool.Client.ListVolumes(dc.ListVolumesOptions{Filters: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vs {
+		out = append(out, "volume "+v.Name)
+	}
+	ns, err := pool.Client.FilteredListNetworks(dc.NetworkFilterOpts{"label": {label + "=" + value: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range ns {
+		out = append(out, "network "+n.Name)
+	}
+	return out
+}
+
+// A docker run stopped with Ctrl-C removes every container, volume and
+// network it labelled; one killed with SIGKILL cannot, and the next docker
+// run removes them, saying so.
+func TestDockerRunLeavesNothingLabelled(t *testing.T) {
+	pool, err := docker.Pool()
+	if err != nil {
+		t.Skipf("docker backend not tested: %v", err)
+	}
+	bin := buildRun(t)
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGKILL} {
+		cmd, _, _ := startLongRun(t, bin, "-backend", "docker")
+		pid := strconv.Itoa(cmd.Process.Pid)
+		if got := labelled(t, pool, docker.LabelPID, pid); len(got) < 3 {
+			t.Fatalf("a running docker run should have labelled its nodes, volumes and network: %v", got)
+		}
+		_ = cmd.Process.Signal(sig)
+		_ = cmd.Wait()
+		left := labelled(t, pool, docker.LabelPID, pid)
+		if sig == os.Interrupt {
+			if len(left) > 0 {
+				t.Fatalf("after SIGINT the run left %v", left)
+			}
+			continue
+		}
+		if len(left) == 0 {
+			t.Fatal("want the killed run's containers left behind for the next run to find")
+		}
+		next := exec.Command(bin, "-backend", "docker", "-scenario", "baseline", "-lock", "mutex", "-time-limit", "1s", "-out", t.TempDir())
+		out, err := next.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "removed a dead run's leftovers: run "+pid+"-") {
+			t.Fatalf("next run: %v\n%s", err, out)
+		}
+		if left := labelled(t, pool, docker.LabelPID, pid); len(left) > 0 {
+			t.Fatalf("after the next run, still there: %v", left)
+		}
 	}
 }
