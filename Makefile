@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test setup lint vet staticcheck unit matrix
+.PHONY: run test setup lint vet staticcheck unit matrix docker-matrix
 
 # Sets up the machine, then runs every built-in scenario against every lock
 # it has an expectation for, on local processes.
@@ -16,10 +16,12 @@ run: setup
 # matrix mostly wait on their stories' clocks, leaving a core's worth for
 # staticcheck, and the machine-wide room (scenario/room.go) gives each story
 # a core and a timing-sensitive one the machine. Each job's output is
-# printed whole when it ends.
+# printed whole when it ends. Where a Docker engine answers, setup also
+# builds the node image and a subset of the stories runs on containers
+# beside the rest (docker-matrix), in the same room of seats.
 test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target setup vet
-	$(MAKE) --no-print-directory -j3 --output-sync=target unit matrix staticcheck
+	$(MAKE) --no-print-directory -j4 --output-sync=target unit matrix staticcheck docker-matrix
 
 unit:
 	go test -count=1 ./...
@@ -27,6 +29,16 @@ unit:
 
 matrix:
 	go run ./cmd/run -scenario all -out results
+
+# The docker backend on the stories that need a node's fault most (a frozen
+# holder, a failover, a RedLock node's clock and its crash), for the
+# reference locks and the libraries they stand for. The Sentinel failover
+# on containers is among the unit tests.
+docker-matrix:
+	@if docker info >/dev/null 2>&1; then \
+		go run ./cmd/run -backend docker -scenario paused-holder,failover -lock set-nx-px,redsync,redislock -out results/docker && \
+		go run ./cmd/run -backend docker -scenario redlock-clock-jump,redlock-crash-restart -lock redlock,redsync-redlock -out results/docker-redlock; \
+	else echo "docker-matrix: skipped: no Docker engine answers (docker info)"; fi
 
 setup:
 	./scripts/setup.sh

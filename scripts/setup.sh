@@ -5,13 +5,16 @@
 # the compiler and dpkg-dev to build the libc-allocator redis-server that
 # libfaketime needs (scripts/build-faketime-redis.sh, cached after the first
 # build), and Debian's python3 with python3-redis for the redis-py lock's
-# worker. Safe to run again: it installs and builds nothing that is there.
+# worker; and, where a Docker engine answers, debootstrap and the docker
+# backend's node image (docker/, built from these same packages with no
+# registry). Safe to run again: it installs and builds nothing that is
+# there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev python3 python3-redis; do
+for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev python3 python3-redis debootstrap; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 
@@ -29,3 +32,8 @@ fi
 command -v go >/dev/null || { echo "setup: the go command is missing: install Go 1.21 or newer; it fetches the toolchain go.mod names" >&2; exit 1; }
 faketime_redis=$(./scripts/build-faketime-redis.sh)
 echo "setup: $(redis-server --version | cut -d' ' -f1-3), $(go version | cut -d' ' -f3), clock-nemesis redis: $faketime_redis"
+if docker info >/dev/null 2>&1; then
+  echo "setup: docker node image $(go run ./cmd/image)"
+else
+  echo "setup: no Docker engine answers (docker info): the docker backend's image is not built, and its tests skip"
+fi

@@ -26,5 +26,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%s (%s)\n", name, time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("%s (ready in %s)\n", name, time.Since(start).Round(100*time.Millisecond))
 }
