@@ -273,13 +273,24 @@ func (s *process) signal(sig syscall.Signal, paused bool) error {
 	return nil
 }
 
-func (s *process) Kill() error {
+func (s *process) Kill() error { return s.kill(false) }
+
+// PowerLoss cuts the AOF back to its size one second ago for appendfsync
+// everysec: a plain kill keeps everything in the page cache, fsynced or
+// not. With appendfsync always nothing is lost; without persistence
+// everything is.
+func (s *process) PowerLoss() error { return s.kill(true) }
+
+func (s *process) kill(loseUnsynced bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
 		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
 	}
 	s.killLocked()
+	if loseUnsynced && s.aof != nil {
+		return s.aof.truncateToSynced(time.Second)
+	}
 	return nil
 }
 
@@ -287,23 +298,6 @@ func (s *process) killLocked() {
 	_ = s.cmd.Process.Kill()
 	<-s.exited
 	s.cmd, s.exited, s.paused = nil, nil, false
-}
-
-// PowerLoss cuts the AOF back to its size one second ago for appendfsync
-// everysec: a plain kill keeps everything in the page cache, fsynced or
-// not. With appendfsync always nothing is lost; without persistence
-// everything is.
-func (s *process) PowerLoss() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cmd == nil {
-		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
-	}
-	s.killLocked()
-	if s.aof != nil {
-		return s.aof.truncateToSynced(time.Second)
-	}
-	return nil
 }
 
 // Stop is SIGTERM (a paused process is continued first so it can hear

@@ -417,36 +417,27 @@ func (c *container) Stop() error {
 
 // Pause is docker pause, the cgroup freezer, or SIGSTOP to redis-server
 // when the cluster asked for a signal (cluster.Options.PauseBySignal).
-func (c *container) Pause() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var err error
-	if c.b.pauseBySignal {
-		_, err = c.agent.do("signal STOP")
-	} else {
-		err = c.b.pool.Client.PauseContainer(c.id)
-	}
-	if err != nil {
-		return fmt.Errorf("docker: pause %s: %w", c.spec.Name, err)
-	}
-	c.paused = true
-	return nil
-}
+func (c *container) Pause() error { return c.freeze(true) }
 
 // Resume is docker unpause, or SIGCONT.
-func (c *container) Resume() error {
+func (c *container) Resume() error { return c.freeze(false) }
+
+func (c *container) freeze(on bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var err error
-	if c.b.pauseBySignal {
-		_, err = c.agent.do("signal CONT")
-	} else {
+	switch {
+	case c.b.pauseBySignal:
+		_, err = c.agent.do("signal " + map[bool]string{true: "STOP", false: "CONT"}[on])
+	case on:
+		err = c.b.pool.Client.PauseContainer(c.id)
+	default:
 		err = c.b.pool.Client.UnpauseContainer(c.id)
 	}
 	if err != nil {
-		return fmt.Errorf("docker: resume %s: %w", c.spec.Name, err)
+		return fmt.Errorf("docker: %s %s: %w", map[bool]string{true: "pause", false: "resume"}[on], c.spec.Name, err)
 	}
-	c.paused = false
+	c.paused = on
 	return nil
 }
 
