@@ -45,8 +45,10 @@ type Server interface {
 	// answers nothing until Resume.
 	Pause() error
 	Resume() error
-	// SetClockOffset moves the clock the server's key expiry follows (the
-	// spec must have asked for Clock).
+	// Paused reports whether Pause froze it (a kill or restart ends that).
+	Paused() bool
+	// SetClockOffset moves the clock the server's key expiry follows. The
+	// cluster calls it only for a spec that asked for Clock.
 	SetClockOffset(d time.Duration) error
 	// Info says where to find the server, for the run directory.
 	Info() NodeInfo

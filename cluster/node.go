@@ -37,7 +37,6 @@ type Node struct {
 	spec    ServerSpec
 
 	mu          sync.Mutex
-	paused      bool
 	links       map[string]*Link
 	clockOffset time.Duration
 }
@@ -105,11 +104,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cluster.closed() {
 		return fmt.Errorf("cluster: node %s: cluster is closed", n.Name)
 	}
-	if err := n.srv.Start(ctx); err != nil {
-		return err
-	}
-	n.setPaused(false)
-	return nil
+	return n.srv.Start(ctx)
 }
 
 // Answering asks the Redis (or Sentinel) on addr, on one connection, for
@@ -157,44 +152,19 @@ func Answering(addr string) (pid int, err error) {
 }
 
 // Paused reports whether the node is frozen by Pause.
-func (n *Node) Paused() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.paused
-}
-
-func (n *Node) setPaused(p bool) {
-	n.mu.Lock()
-	n.paused = p
-	n.mu.Unlock()
-}
+func (n *Node) Paused() bool { return n.srv.Paused() }
 
 // Pause freezes the node whole (SIGSTOP locally, the cgroup freezer in
 // docker): it keeps its state and its port, connects still succeed, and
 // nothing is answered until Resume.
-func (n *Node) Pause() error {
-	if err := n.srv.Pause(); err != nil {
-		return err
-	}
-	n.setPaused(true)
-	return nil
-}
+func (n *Node) Pause() error { return n.srv.Pause() }
 
 // Resume continues a paused node.
-func (n *Node) Resume() error {
-	if err := n.srv.Resume(); err != nil {
-		return err
-	}
-	n.setPaused(false)
-	return nil
-}
+func (n *Node) Resume() error { return n.srv.Resume() }
 
 // Kill is kill -9: no shutdown, no final fsync; what survives is what the
 // persistence mode had already put on disk.
-func (n *Node) Kill() error {
-	n.setPaused(false)
-	return n.srv.Kill()
-}
+func (n *Node) Kill() error { return n.srv.Kill() }
 
 // Restart starts a stopped or killed node again after delay (0: at once),
 // at the same address with the same data: what it finds is what survived.
@@ -211,17 +181,11 @@ func (n *Node) Restart(ctx context.Context, delay time.Duration) error {
 // keep: for appendfsync everysec the last second of the AOF, the most that
 // policy may lose; with appendfsync always nothing; without persistence
 // everything.
-func (n *Node) PowerLoss() error {
-	n.setPaused(false)
-	return n.srv.PowerLoss()
-}
+func (n *Node) PowerLoss() error { return n.srv.PowerLoss() }
 
 // Stop shuts the node down gracefully, and kills it if it has not exited
 // within 5 s.
-func (n *Node) Stop() error {
-	n.setPaused(false)
-	return n.srv.Stop()
-}
+func (n *Node) Stop() error { return n.srv.Stop() }
 
 // SetClockOffset moves the clock the node reads for key expiry by d from
 // the machine's (libfaketime; the node must have been added with Clock).

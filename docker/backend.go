@@ -387,15 +387,7 @@ func (c *container) logTail() string {
 // Kill is kill -9 of the server (a frozen container is thawed first, so
 // the signal lands at once); the container, its address and its volume
 // stay.
-func (c *container) Kill() error {
-	if err := c.thaw(); err != nil {
-		return err
-	}
-	if _, err := c.agent.do("kill KILL"); err != nil {
-		return fmt.Errorf("docker: kill %s: %w", c.spec.Name, err)
-	}
-	return nil
-}
+func (c *container) Kill() error { return c.end("KILL", "kill") }
 
 // PowerLoss is not offered: losing the last second of an everysec AOF
 // needs the file's size history, which the local backend samples on its
@@ -404,13 +396,17 @@ func (c *container) PowerLoss() error {
 	return fmt.Errorf("docker: power loss on %s: only the local backend can cut an AOF back to its last fsync; use kill -9 (Kill)", c.spec.Name)
 }
 
-// Stop is SIGTERM to the server, then SIGKILL after 5 s.
-func (c *container) Stop() error {
+// Stop is SIGTERM to the server, then SIGKILL after 5 s (the agent's).
+func (c *container) Stop() error { return c.end("TERM", "stop") }
+
+// end thaws the container, sends the server sig and waits until the agent
+// has reaped it.
+func (c *container) end(sig, what string) error {
 	if err := c.thaw(); err != nil {
 		return err
 	}
-	if _, err := c.agent.do("kill TERM"); err != nil {
-		return fmt.Errorf("docker: stop %s: %w", c.spec.Name, err)
+	if _, err := c.agent.do("kill " + sig); err != nil {
+		return fmt.Errorf("docker: %s %s: %w", what, c.spec.Name, err)
 	}
 	return nil
 }
@@ -441,11 +437,14 @@ func (c *container) freeze(on bool) error {
 	return nil
 }
 
-func (c *container) thaw() error {
+func (c *container) Paused() bool {
 	c.mu.Lock()
-	paused := c.paused
-	c.mu.Unlock()
-	if paused {
+	defer c.mu.Unlock()
+	return c.paused
+}
+
+func (c *container) thaw() error {
+	if c.Paused() {
 		return c.Resume()
 	}
 	return nil
@@ -454,9 +453,6 @@ func (c *container) thaw() error {
 // SetClockOffset rewrites libfaketime's offset file inside the container,
 // by rename so redis-server never reads half of it.
 func (c *container) SetClockOffset(d time.Duration) error {
-	if !c.spec.Clock {
-		return fmt.Errorf("docker: node %s was not started with a faked clock", c.spec.Name)
-	}
 	_, err := c.agent.do(fmt.Sprintf("sh echo %s > /data/faketime.tmp && mv /data/faketime.tmp /data/faketime", cluster.FaketimeOffset(d)))
 	return err
 }
