@@ -35,7 +35,12 @@ func init() {
 				act(0, "cut replication", func(context.Context) error {
 					return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
 				}),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
+				// The holder stalls 1.2 TTLs: a queued waiter of a hash
+				// lock (reentrant, fair) sleeps until the holder's TTL
+				// runs out, as no unlock message comes from a dead
+				// master, and must wake inside the stall. At 0.6 TTL it
+				// did only when its last try happened to be early enough.
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(1.2),
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
 							return err
