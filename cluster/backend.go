@@ -59,10 +59,10 @@ type Server interface {
 // without one (local: every server shares the loopback) routes
 // server-to-server traffic through toxiproxy links instead.
 type Firewall interface {
-	// Drop drops every packet between a and b in both directions (on) or
-	// lets them through again (off). Established connections stall, as
-	// in a real partition: nothing is refused or reset.
-	Drop(a, b Server, on bool) error
+	// Drop drops every packet from one server to another, one way (on),
+	// or lets them through again (off). Established connections stall,
+	// as in a real partition: nothing is refused or reset.
+	Drop(from, to Server, on bool) error
 }
 
 // ServerSpec is a server as the harness wants it, the same for every

@@ -139,6 +139,58 @@ func TestLinkCutHealLatency(t *testing.T) {
 	}
 }
 
+// A one-way cut of the replies lets a write land while its client times
+// out (the indeterminate op a checker must allow for); a cut of the
+// requests keeps it off the node. Locally a server's link other than
+// replication is refused, as it would be a link nobody dials.
+func TestOneWayCut(t *testing.T) {
+	ctx := context.Background()
+	c, n := startOne(t)
+	for _, tc := range []struct {
+		direction string
+		lands     bool
+	}{{"downstream", true}, {"upstream", false}} {
+		l, err := n.Link("c-" + tc.direction)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl := NewClient(l.Addr(), ClientOptions{Timeout: 200 * time.Millisecond})
+		defer cl.Close()
+		if err := cl.Ping(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.CutDirection(tc.direction); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.Set(ctx, tc.direction, "1", 0).Err(); err == nil {
+			t.Fatalf("%s cut: SET was answered", tc.direction)
+		}
+		time.Sleep(50 * time.Millisecond)
+		got, err := n.Do(ctx, "EXISTS", tc.direction)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if landed := got == int64(1); landed != tc.lands {
+			t.Errorf("%s cut: the write landed: %v, want %v", tc.direction, landed, tc.lands)
+		}
+		if err := l.Heal(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, _ := n.Link("c-sideways"); l.CutDirection("sideways") == nil {
+		t.Error("a cut in no direction was taken")
+	}
+	if _, err := c.AddNode(ctx, NodeOptions{Name: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Link("other"); err == nil || !strings.Contains(err.Error(), "only replication") {
+		t.Errorf("a local link between two servers: %v", err)
+	}
+	if _, err := n.Link(ReplicationPeer("other")); err != nil {
+		t.Errorf("the replication link: %v", err)
+	}
+}
+
 func TestCloseStopsEverything(t *testing.T) {
 	c, err := Start(context.Background(), Options{}, 3)
 	if err != nil {

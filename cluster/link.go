@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,9 +15,10 @@ import (
 // loopback port. Giving every (peer, node) pair its own proxy is what lets a
 // nemesis cut client 1 off from C while client 2 still reaches it.
 //
-// Between two servers of a backend with a Firewall (a replica and its
-// master in docker) the link is the network itself: no proxy, and a cut is
-// packets dropped in both servers' kernels.
+// Between two servers of a backend with a Firewall (any two containers in
+// docker: a replica and its master, a sentinel and the node it watches) the
+// link is the network itself: no proxy, and a cut is packets dropped in the
+// receiving server's kernel.
 type Link struct {
 	// Peer names who uses the link (a client, "store-client", a replica).
 	Peer string
@@ -25,9 +27,10 @@ type Link struct {
 
 	mu    sync.Mutex
 	proxy *toxiproxy.Proxy
-	// addr and drop make a link between two servers of a Firewall.
+	// addr and drop make a link between two servers of a Firewall; drop
+	// cuts or restores one direction ("upstream" is peer to node).
 	addr string
-	drop func(on bool) error
+	drop func(direction string, on bool) error
 }
 
 func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, error) {
@@ -51,16 +54,40 @@ func (l *Link) Addr() string {
 // Cut drops everything in both directions, like a partition: connects still
 // succeed (the proxy accepts) but no byte gets through, so callers see
 // timeouts, not refusals. A command already sent may or may not reach Redis.
-func (l *Link) Cut() error {
-	if l.drop != nil {
-		return l.drop(true)
+func (l *Link) Cut() error { return l.CutDirection("both") }
+
+// CutDirection drops one direction of the link: "upstream" (peer to node:
+// requests, a replica's acknowledgements), "downstream" (node to peer:
+// replies, the replication stream) or "both". A one-way cut is how a
+// write lands while its reply is lost. Between two servers of a Firewall
+// it drops real packets one way, so TCP stalls both ways soon after (no
+// acknowledgement comes back), as it does on a real network.
+func (l *Link) CutDirection(direction string) error {
+	dirs, err := linkDirections(direction)
+	if err != nil {
+		return fmt.Errorf("cluster: cut %s->%s: %w", l.Peer, l.Node, err)
 	}
-	for _, dir := range []string{"upstream", "downstream"} {
-		if err := l.addToxic("cut-"+dir, "timeout", dir, `{"timeout":0}`); err != nil {
+	for _, dir := range dirs {
+		if l.drop != nil {
+			err = l.drop(dir, true)
+		} else {
+			err = l.addToxic("cut-"+dir, "timeout", dir, `{"timeout":0}`)
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func linkDirections(direction string) ([]string, error) {
+	switch direction {
+	case "upstream", "downstream":
+		return []string{direction}, nil
+	case "both":
+		return []string{"upstream", "downstream"}, nil
+	}
+	return nil, fmt.Errorf("direction %q: want upstream, downstream or both", direction)
 }
 
 // SetLatency delays every chunk in both directions by latency ± jitter.
@@ -78,14 +105,11 @@ func (l *Link) SetLatencyDirection(direction string, latency, jitter time.Durati
 		}
 		return fmt.Errorf("cluster: latency on %s->%s: a link between two servers is the network itself, and this kernel has no netem (sch_netem) to delay it; delay client links, which go through toxiproxy", l.Peer, l.Node)
 	}
-	dirs := []string{direction}
-	if direction == "both" {
-		dirs = []string{"upstream", "downstream"}
+	dirs, err := linkDirections(direction)
+	if err != nil {
+		return fmt.Errorf("cluster: latency on %s->%s: %w", l.Peer, l.Node, err)
 	}
 	for _, dir := range dirs {
-		if dir != "upstream" && dir != "downstream" {
-			return fmt.Errorf("cluster: latency direction %q: want upstream, downstream or both", direction)
-		}
 		name := "latency-" + dir
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), name)
 		if latency == 0 && jitter == 0 {
@@ -104,7 +128,7 @@ func (l *Link) SetLatencyDirection(direction string, latency, jitter time.Durati
 // hand the next command a stranger's reply.
 func (l *Link) Heal() error {
 	if l.drop != nil {
-		return l.drop(false)
+		return errors.Join(l.drop("upstream", false), l.drop("downstream", false))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -73,17 +73,52 @@ func (n *Node) PID() int { return n.srv.Info().PID }
 func (n *Node) Info() NodeInfo { return n.srv.Info() }
 
 // Link returns peer's own link to this node, creating it on first use.
+//
+// A peer is a client of the harness, or a server of the cluster: by its
+// name, or as the replication link of a replica (ReplicationPeer). On a
+// backend with a Firewall a server's link is the network between the two,
+// and every pair of servers has one, so a grudge can cut a sentinel off
+// from a master. Elsewhere servers share the loopback and only
+// replication is routed through a proxy; a link from any other server
+// would be one nobody dials, and a cut of it a fault that never fires, so
+// asking for it is an error.
 func (n *Node) Link(peer string) (*Link, error) {
+	server := strings.TrimPrefix(peer, replicationPrefix)
+	from := n.cluster.Node(server)
+	if from == n {
+		return nil, fmt.Errorf("cluster: %s has no link to itself", n.Name)
+	}
+	fw, firewall := n.cluster.backend.(Firewall)
+	key := peer
+	if from != nil && firewall {
+		// The replication link and the server's other traffic are the
+		// same packets: one link, whichever name asked first.
+		key = replicationPrefix + server
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if l, ok := n.links[peer]; ok {
+	if l, ok := n.links[key]; ok {
 		return l, nil
 	}
-	l, err := newLink(n.cluster.proxies, peer, n.Name, n.srv.Addr())
-	if err != nil {
-		return nil, err
+	var l *Link
+	switch {
+	case from != nil && firewall:
+		l = &Link{Peer: peer, Node: n.Name, addr: n.srv.PeerAddr(), drop: func(direction string, on bool) error {
+			if direction == "upstream" {
+				return fw.Drop(from.srv, n.srv, on)
+			}
+			return fw.Drop(n.srv, from.srv, on)
+		}}
+	case from != nil && peer == server:
+		return nil, fmt.Errorf("cluster: no link from %s to %s on the %s backend: its servers share the loopback, so only replication (peer %s) goes through a link; a backend whose servers have addresses of their own (docker) can cut any two",
+			server, n.Name, n.Info().Backend, ReplicationPeer(server))
+	default:
+		var err error
+		if l, err = newLink(n.cluster.proxies, peer, n.Name, n.srv.Addr()); err != nil {
+			return nil, err
+		}
 	}
-	n.links[peer] = l
+	n.links[key] = l
 	return l, nil
 }
 

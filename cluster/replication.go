@@ -28,7 +28,7 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 // (peer "repl:<n>") so a nemesis can cut replication alone. It returns
 // once the first sync is done.
 func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
-	l, err := master.serverLink(n)
+	l, err := master.Link(ReplicationPeer(n.Name))
 	if err != nil {
 		return err
 	}
@@ -49,28 +49,10 @@ func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
 	}
 }
 
-// serverLink is the link from server from to n: a toxiproxy link as for
-// clients, unless the backend has a Firewall, where it is the network
-// itself and a cut drops real packets.
-func (n *Node) serverLink(from *Node) (*Link, error) {
-	peer := ReplicationPeer(from.Name)
-	fw, ok := n.cluster.backend.(Firewall)
-	if !ok {
-		return n.Link(peer)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if l, ok := n.links[peer]; ok {
-		return l, nil
-	}
-	l := &Link{Peer: peer, Node: n.Name, addr: n.srv.PeerAddr(),
-		drop: func(on bool) error { return fw.Drop(from.srv, n.srv, on) }}
-	n.links[peer] = l
-	return l, nil
-}
-
 // ReplicationPeer is the peer name of replica's link to its master.
-func ReplicationPeer(replica string) string { return "repl:" + replica }
+func ReplicationPeer(replica string) string { return replicationPrefix + replica }
+
+const replicationPrefix = "repl:"
 
 // Promote turns a replica into a master (REPLICAOF NO ONE): promotion by
 // hand, as an operator or a script would after the master died.

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -66,6 +67,36 @@ func Pool() (*dockertest.Pool, error) {
 	return pool, nil
 }
 
+// EnvPublish names the host where a run's nodes are reached through ports
+// the engine publishes, for engines whose container networks do not route
+// to the harness (Docker Desktop: 127.0.0.1). Unset, a DOCKER_HOST of
+// tcp:// to another machine publishes on that machine; a local engine
+// publishes nothing, and the harness reaches each node at its address on
+// the run's network.
+const EnvPublish = "LOCKTORTURE_DOCKER_PUBLISH"
+
+// publishHost is where the nodes' ports are published, or "" when the
+// harness reaches the run's network itself.
+func publishHost(pool *dockertest.Pool) string {
+	if h := os.Getenv(EnvPublish); h != "" {
+		return h
+	}
+	u, err := url.Parse(pool.Client.Endpoint())
+	if err != nil || (u.Scheme != "tcp" && u.Scheme != "http" && u.Scheme != "https") {
+		return ""
+	}
+	if h := u.Hostname(); !loopback(h) {
+		return h
+	}
+	return ""
+}
+
+// loopback reports whether host names this machine's loopback.
+func loopback(host string) bool {
+	ip := net.ParseIP(host)
+	return host == "localhost" || (ip != nil && ip.IsLoopback())
+}
+
 var (
 	sweepOnce sync.Once
 	imageMu   sync.Mutex
@@ -100,7 +131,7 @@ func New(o cluster.Options) (cluster.Backend, error) {
 	host, _ := os.Hostname()
 	var id [4]byte
 	_, _ = rand.Read(id[:])
-	b := &backend{pool: pool, image: image, pauseBySignal: o.PauseBySignal,
+	b := &backend{pool: pool, image: image, pauseBySignal: o.PauseBySignal, publish: publishHost(pool),
 		run:    fmt.Sprintf("%d-%x", os.Getpid(), id),
 		labels: map[string]string{LabelHost: host, LabelPID: strconv.Itoa(os.Getpid())}}
 	b.labels[LabelRun] = b.run
@@ -132,6 +163,8 @@ type backend struct {
 	run           string
 	labels        map[string]string
 	pauseBySignal bool
+	// publish is where the engine publishes the nodes' ports (publishHost).
+	publish string
 
 	mu      sync.Mutex
 	network string
@@ -142,14 +175,16 @@ type backend struct {
 }
 
 // createNetwork makes the run's network. It is internal (no way out of the
-// machine), and its subnet is stated explicitly so that each container
+// machine) unless ports are published, which an internal network cannot
+// do; its subnet is stated explicitly so that each container
 // keeps its address across a restart, as a host would: the engine picks a
 // free subnet for a first network, which is then made again with that
 // subnet written down.
 func (b *backend) createNetwork() error {
 	name := "locktorture-" + b.run
 	for attempt := 0; ; attempt++ {
-		probe, err := b.pool.Client.CreateNetwork(dc.CreateNetworkOptions{Name: name, Driver: "bridge", Internal: true, Labels: b.labels})
+		internal := b.publish == ""
+		probe, err := b.pool.Client.CreateNetwork(dc.CreateNetworkOptions{Name: name, Driver: "bridge", Internal: internal, Labels: b.labels})
 		if err != nil {
 			return fmt.Errorf("docker: create network: %w", err)
 		}
@@ -164,7 +199,7 @@ func (b *backend) createNetwork() error {
 		if err != nil {
 			return fmt.Errorf("docker: the engine gave network %s the subnet %q: %v", name, subnet, err)
 		}
-		nw, err := b.pool.Client.CreateNetwork(dc.CreateNetworkOptions{Name: name, Driver: "bridge", Internal: true, Labels: b.labels,
+		nw, err := b.pool.Client.CreateNetwork(dc.CreateNetworkOptions{Name: name, Driver: "bridge", Internal: internal, Labels: b.labels,
 			IPAM: &dc.IPAMOptions{Driver: "default", Config: []dc.IPAMConfig{{Subnet: subnet}}}})
 		if err != nil && attempt < 5 && strings.Contains(err.Error(), "overlaps") {
 			continue // another run took the subnet in between
@@ -218,18 +253,31 @@ func (b *backend) Start(ctx context.Context, spec cluster.ServerSpec) (cluster.S
 %sEOF
 exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
 	}
+	exposed := dc.Port(fmt.Sprintf("%d/tcp", port))
+	var bindings map[dc.Port][]dc.PortBinding
+	if b.publish != "" {
+		// On a loopback host (Docker Desktop) the port stays there; on
+		// another machine it must be open to the harness's.
+		hostIP := ""
+		if loopback(b.publish) {
+			hostIP = "127.0.0.1"
+		}
+		bindings = map[dc.Port][]dc.PortBinding{exposed: {{HostIP: hostIP}}}
+	}
 	created, err := b.pool.Client.CreateContainer(dc.CreateContainerOptions{
 		Name: name,
 		Config: &dc.Config{Image: b.image, Hostname: spec.Name, Labels: b.labels,
 			Env: []string{"SERVER=" + script},
 			// The agent is the host's own life; the server runs under it.
-			Cmd:       []string{"sh", "-c", agentScript},
-			OpenStdin: true, AttachStdin: true, AttachStdout: true},
+			Cmd:          []string{"sh", "-c", agentScript},
+			ExposedPorts: map[dc.Port]struct{}{exposed: {}},
+			OpenStdin:    true, AttachStdin: true, AttachStdout: true},
 		HostConfig: &dc.HostConfig{
 			// iptables inside the node's own namespace.
-			CapAdd:      []string{"NET_ADMIN"},
-			Binds:       []string{vol.Name + ":/data"},
-			NetworkMode: b.network,
+			CapAdd:       []string{"NET_ADMIN"},
+			Binds:        []string{vol.Name + ":/data"},
+			NetworkMode:  b.network,
+			PortBindings: bindings,
 		},
 		NetworkingConfig: &dc.NetworkingConfig{EndpointsConfig: map[string]*dc.EndpointConfig{
 			b.network: {IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: ip}}}},
@@ -239,6 +287,7 @@ exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
 		return nil, fmt.Errorf("docker: create %s: %w", spec.Name, err)
 	}
 	c := &container{b: b, spec: spec, id: created.ID, addr: net.JoinHostPort(ip, strconv.Itoa(port))}
+	c.reach = c.addr
 	b.mu.Lock()
 	b.servers = append(b.servers, c)
 	b.mu.Unlock()
@@ -247,6 +296,20 @@ exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
 	}
 	if err := b.pool.Client.StartContainerWithContext(c.id, nil, ctx); err != nil {
 		return nil, fmt.Errorf("docker: start %s: %w", spec.Name, err)
+	}
+	if b.publish != "" {
+		// The engine picks the published port when the container starts,
+		// and keeps it while the container lives (a server's restart is
+		// inside it).
+		info, err := b.pool.Client.InspectContainerWithContext(c.id, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("docker: inspect %s: %w", spec.Name, err)
+		}
+		pb := info.NetworkSettings.Ports[exposed]
+		if len(pb) == 0 {
+			return nil, fmt.Errorf("docker: %s: the engine published no port for %s", spec.Name, exposed)
+		}
+		c.reach = net.JoinHostPort(b.publish, pb[0].HostPort)
 	}
 	if err := c.Start(ctx); err != nil {
 		return nil, err
@@ -272,19 +335,17 @@ func nodeScript(spec cluster.ServerSpec, ip string) string {
 		` FAKETIME_TIMESTAMP_FILE=/data/faketime redis-server-libc ` + strings.Join(quoted, " ")
 }
 
-// Drop cuts or heals the packets between two containers with iptables in
-// both. The rules live in the containers' namespaces, which outlive a
-// server's kill and restart, as a partition outlives a process.
-func (b *backend) Drop(x, y cluster.Server, on bool) error {
-	cx, okx := x.(*container)
-	cy, oky := y.(*container)
-	if !okx || !oky {
+// Drop cuts or heals the packets from one container to another with
+// iptables in the receiver. The rules live in the container's namespace,
+// which outlives a server's kill and restart, as a partition outlives a
+// process.
+func (b *backend) Drop(from, to cluster.Server, on bool) error {
+	cf, okf := from.(*container)
+	ct, okt := to.(*container)
+	if !okf || !okt {
 		return errors.New("docker: Drop needs two of this backend's servers")
 	}
-	errs := make(chan error, 2)
-	go func() { errs <- cx.drop(cy, on) }()
-	go func() { errs <- cy.drop(cx, on) }()
-	return errors.Join(<-errs, <-errs)
+	return ct.refuse(cf, on)
 }
 
 // Close removes every container, volume and the network, on a context of
@@ -325,25 +386,28 @@ func (b *backend) Close() error {
 
 // container is one node as a container.
 type container struct {
-	b     *backend
-	spec  cluster.ServerSpec
-	id    string
-	addr  string
-	agent *agent
+	b    *backend
+	spec cluster.ServerSpec
+	id   string
+	// addr is the server's address on the run's network, where other
+	// servers reach it; reach is where the harness does: addr, or a port
+	// published on the engine's host.
+	addr, reach string
+	agent       *agent
 
 	mu     sync.Mutex
 	paused bool
-	// cut are the peers c drops packets to and from.
+	// cut are the peers c drops packets from.
 	cut map[*container]bool
 }
 
-func (c *container) Addr() string     { return c.addr }
+func (c *container) Addr() string     { return c.reach }
 func (c *container) PeerAddr() string { return c.addr }
 
 func (c *container) ip() string { h, _, _ := net.SplitHostPort(c.addr); return h }
 
 func (c *container) Info() cluster.NodeInfo {
-	return cluster.NodeInfo{Name: c.spec.Name, Backend: Name, Addr: c.addr, Container: c.id[:12], Dir: "/data",
+	return cluster.NodeInfo{Name: c.spec.Name, Backend: Name, Addr: c.reach, Container: c.id[:12], Dir: "/data",
 		Persistence: c.spec.Persistence, Server: c.b.image, Sentinel: c.spec.Sentinel != nil}
 }
 
@@ -355,7 +419,7 @@ func (c *container) Start(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		_, err := cluster.Answering(c.addr)
+		_, err := cluster.Answering(c.reach)
 		if err == nil {
 			return nil
 		}
@@ -457,19 +521,17 @@ func (c *container) SetClockOffset(d time.Duration) error {
 	return err
 }
 
-// drop adds (or removes) the iptables rules in c that drop every packet to
-// and from peer, in one iptables-restore. A cut already in place is not
-// doubled, and a heal of what is not cut does nothing.
-func (c *container) drop(peer *container, on bool) error {
+// refuse adds (or removes) the iptables rule in c that drops every packet
+// from peer. A cut already in place is not doubled, and a heal of what is
+// not cut does nothing.
+func (c *container) refuse(peer *container, on bool) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.cut[peer] == on {
 		return nil
 	}
 	op := map[bool]string{true: "-A", false: "-D"}[on]
-	ip := peer.ip()
-	rules := fmt.Sprintf(`*filter\n%s locktorture -s %s -j DROP\n%s locktorture -d %s -j DROP\nCOMMIT\n`, op, ip, op, ip)
-	if _, err := c.agent.do("sh printf '" + rules + "' | iptables-restore --noflush -w"); err != nil {
+	if _, err := c.agent.do(fmt.Sprintf("sh iptables -w %s locktorture -s %s -j DROP", op, peer.ip())); err != nil {
 		return err
 	}
 	if c.cut == nil {

@@ -3,9 +3,13 @@ package docker
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/nemesis"
 )
 
 var ctx = context.Background()
@@ -57,7 +63,7 @@ func direct(t *testing.T, n *cluster.Node) *redis.Client {
 }
 
 // The node image's Dockerfile builds with the network off (nothing can be
-// pulled) on the debootstrapped base, and holds both servers the backend
+// pulled) on the mmdebstrapped base, and holds both servers the backend
 // runs: Debian's and the libc-allocator build for the clock nemesis.
 func TestImageBuildsWithTheNetworkOff(t *testing.T) {
 	p := pool(t)
@@ -167,6 +173,187 @@ func TestPartitionDropsPacketsAndHeals(t *testing.T) {
 			t.Fatal("the replica did not catch up within 10s of the heal")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// pair is an ordered pair of servers: the first PINGs the second.
+type pair struct{ from, to string }
+
+// pings sends each pair's PING from inside its first server, all at once,
+// and says which got an answer within 3 s.
+func pings(t *testing.T, cl *cluster.Cluster, pairs []pair) map[pair]bool {
+	t.Helper()
+	probes := map[string]string{}
+	for _, p := range pairs {
+		host, port, _ := net.SplitHostPort(cl.Node(p.to).Info().Addr)
+		probes[p.from] += fmt.Sprintf("(timeout 3 redis-cli -h %s -p %s PING >/dev/null 2>&1 && echo %s) & ", host, port, p.to)
+	}
+	out := map[pair]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for from, probe := range probes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := server(t, cl, from).agent.do("sh " + probe + "wait")
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("probe from %s: %v", from, err)
+			}
+			for _, to := range strings.Fields(got) {
+				out[pair{from, to}] = true
+			}
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// reachAsCut checks, from inside the containers, that exactly the pairs
+// apart names fail to exchange a PING: what the packets allow, not what
+// the harness thinks it cut. An answer across a cut fails at once. A pair
+// that should talk and is silent is asked again for 20 s before it counts:
+// a dropped packet never answers, but with the tests, the matrix and
+// staticcheck on 2 cores (load 14) a container with an empty chain went
+// unanswered for over 3 s now and then, and that is a slow machine, not a
+// cut.
+func reachAsCut(t *testing.T, cl *cluster.Cluster, names []string, apart func(a, b string) bool, what string) {
+	t.Helper()
+	var all, silent []pair
+	for _, a := range names {
+		for _, b := range names {
+			if a != b {
+				all = append(all, pair{a, b})
+			}
+		}
+	}
+	answered := pings(t, cl, all)
+	for _, p := range all {
+		switch {
+		case answered[p] && apart(p.from, p.to):
+			t.Errorf("%s: %s reaches %s across the cut", what, p.from, p.to)
+		case !answered[p] && !apart(p.from, p.to):
+			silent = append(silent, p)
+		}
+	}
+	for deadline := time.Now().Add(20 * time.Second); len(silent) > 0 && time.Now().Before(deadline); {
+		t.Logf("%s: %v silent for 3 s; asking again", what, silent)
+		answered = pings(t, cl, silent)
+		silent = slices.DeleteFunc(silent, func(p pair) bool { return answered[p] })
+	}
+	for _, p := range silent {
+		t.Errorf("%s: %s gets no answer from %s for 20 s, but nothing should keep them apart", what, p.from, p.to)
+	}
+}
+
+// together is the grudge of a healed network: nobody is kept apart.
+func together(string, string) bool { return false }
+
+// Jepsen's grudge shapes drawn among the servers themselves are cut with
+// iptables in the containers: after each, exactly the pairs the grudge
+// keeps apart fail to exchange a PING, and after the heal every pair does.
+func TestGrudgesSplitTheServers(t *testing.T) {
+	names := []string{"n1", "n2", "n3", "n4", "n5"}
+	var nodes []cluster.NodeOptions
+	for _, n := range names {
+		nodes = append(nodes, cluster.NodeOptions{Name: n})
+	}
+	cl := newCluster(t, cluster.Options{}, nodes...)
+	nem := nemesis.New(history.NewRecorder(io.Discard, 0), cl)
+	for _, c := range []struct {
+		name string
+		g    nemesis.Grudge
+	}{
+		{"isolate", nemesis.IsolateNode("n3", names)},
+		{"halves", nemesis.Halves(names, names)},
+		{"majorities ring", nemesis.MajoritiesRing(names, names)},
+		{"bridge", nemesis.Bridge(names, names)},
+	} {
+		if err := nem.Partition(c.g); err != nil {
+			t.Fatal(err)
+		}
+		reachAsCut(t, cl, names, c.g.Apart, fmt.Sprintf("%s (%s)", c.name, c.g))
+		if err := nem.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		reachAsCut(t, cl, names, together, "after healing "+c.name)
+	}
+}
+
+// A one-way cut drops packets in one direction only: the rule is in the
+// receiver's chain alone and counts what the sender sent, and the
+// receiver's own packets leave (the sender's chain stays empty).
+func TestOneWayCutDropsOneDirection(t *testing.T) {
+	cl := newCluster(t, cluster.Options{}, cluster.NodeOptions{Name: "a"}, cluster.NodeOptions{Name: "b"})
+	nem := nemesis.New(history.NewRecorder(io.Discard, 0), cl)
+	if err := nem.CutDirection("a", "b", "upstream"); err != nil {
+		t.Fatal(err)
+	}
+	// A one-way drop stops TCP both ways: no handshake completes.
+	reachAsCut(t, cl, []string{"a", "b"}, func(string, string) bool { return true }, "one-way cut a↛b")
+	count := func(name string) (rules, packets int) {
+		out, err := server(t, cl, name).agent.do("sh iptables -w -L locktorture -v -x -n | awk 'NR>2 {r++; s+=$1} END {print r+0, s+0}'")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fmt.Sscan(out, &rules, &packets); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		return rules, packets
+	}
+	if rules, packets := count("b"); rules != 1 || packets == 0 {
+		t.Errorf("b, the receiver: %d rules dropped %d packets, want 1 rule and some packets", rules, packets)
+	}
+	if rules, _ := count("a"); rules != 0 {
+		t.Errorf("a, the sender, has %d rules: the cut is not one-way", rules)
+	}
+	if err := nem.Heal(); err != nil {
+		t.Fatal(err)
+	}
+	reachAsCut(t, cl, []string{"a", "b"}, together, "after the heal")
+}
+
+// With the ports published (an engine on another machine, or Docker
+// Desktop) the harness reaches each node at the published port, servers
+// still reach each other on the run's network, and the network is not
+// internal, which could publish nothing. Here the "other machine" is this
+// one's loopback: the path is the same but for the host's name.
+func TestPublishedPortsReachTheNodes(t *testing.T) {
+	t.Setenv(EnvPublish, "127.0.0.1")
+	cl := newCluster(t, cluster.Options{}, cluster.NodeOptions{Name: "m"}, cluster.NodeOptions{Name: "r"})
+	m, r := cl.Node("m"), cl.Node("r")
+	for _, n := range []*cluster.Node{m, r} {
+		if host, _, _ := net.SplitHostPort(n.Addr()); host != "127.0.0.1" {
+			t.Fatalf("%s is reached at %s, not at a published port", n.Name, n.Addr())
+		}
+	}
+	if err := r.ReplicaOf(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	link, err := m.Link("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.NewClient(link.Addr(), cluster.ClientOptions{Timeout: time.Second})
+	defer c.Close()
+	if err := c.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for direct(t, r).Get(ctx, "k").Val() != "v" {
+		if time.Now().After(deadline) {
+			t.Fatal("the write through the published port did not replicate")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b := cl.Backend().(*backend)
+	nw, err := b.pool.Client.NetworkInfo(b.network)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nw.Internal {
+		t.Error("the run's network is internal, which publishes no port")
 	}
 }
 

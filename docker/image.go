@@ -26,7 +26,7 @@ var (
 	dockerfile []byte
 )
 
-// Repository names of the two images: the debootstrapped base and the node
+// Repository names of the two images: the mmdebstrapped base and the node
 // image built on it. Tags are hashes of their inputs, so a changed input
 // makes a new image and an unchanged one is never rebuilt.
 const (
@@ -39,13 +39,12 @@ type ImageOptions struct {
 	// FaketimeServer is the libc-allocator redis-server copied into the
 	// image; empty means cluster.FaketimeServerPath().
 	FaketimeServer string
-	// Logf hears each step that takes time (debootstrap, build).
+	// Logf hears each step that takes time (mmdebstrap, build).
 	Logf func(format string, args ...any)
 }
 
 // Image returns the node image's name, building what is missing: the base
-// with debootstrap and `docker import` (a minute or two, once per change
-// of rootfs.sh), then the Dockerfile on it with the network off (seconds).
+// (Base), then the Dockerfile on it with the network off (seconds).
 // Nothing is pulled.
 func Image(ctx context.Context, pool *dockertest.Pool, o ImageOptions) (string, error) {
 	if o.FaketimeServer == "" {
@@ -59,20 +58,13 @@ func Image(ctx context.Context, pool *dockertest.Pool, o ImageOptions) (string, 
 	if err != nil {
 		return "", fmt.Errorf("docker: the node image needs the libc-allocator redis-server: %w (run `make setup`)", err)
 	}
-	baseTag := hash(rootfsScript)
-	base := BaseRepository + ":" + baseTag
-	nodeTag := hash(dockerfile, []byte(base), server)
-	node := NodeRepository + ":" + nodeTag
+	base := BaseRepository + ":" + hash(rootfsScript)
+	node := NodeRepository + ":" + hash(dockerfile, []byte(base), server)
 	if exists(pool, node) {
 		return node, nil
 	}
-	if !exists(pool, base) {
-		start := time.Now()
-		logf("docker: making %s with debootstrap (once; a minute or two)", base)
-		if err := importBase(ctx, pool, baseTag); err != nil {
-			return "", err
-		}
-		logf("docker: %s made in %s", base, time.Since(start).Round(time.Second))
+	if _, err := Base(ctx, pool, logf); err != nil {
+		return "", err
 	}
 	start := time.Now()
 	if err := buildNode(ctx, pool, base, node, server); err != nil {
@@ -80,6 +72,25 @@ func Image(ctx context.Context, pool *dockertest.Pool, o ImageOptions) (string, 
 	}
 	logf("docker: %s built in %s", node, time.Since(start).Round(100*time.Millisecond))
 	return node, nil
+}
+
+// Base returns the base image's name, making it if it is missing: rootfs.sh
+// (mmdebstrap) and `docker import`, half a minute to a minute once per
+// change of rootfs.sh. It needs neither the network nor the libc-allocator
+// redis-server of the node image, so setup makes it while that one builds.
+func Base(ctx context.Context, pool *dockertest.Pool, logf func(format string, args ...any)) (string, error) {
+	tag := hash(rootfsScript)
+	base := BaseRepository + ":" + tag
+	if exists(pool, base) {
+		return base, nil
+	}
+	start := time.Now()
+	logf("docker: making %s with mmdebstrap (once; under a minute)", base)
+	if err := importBase(ctx, pool, tag); err != nil {
+		return "", err
+	}
+	logf("docker: %s made in %s", base, time.Since(start).Round(time.Second))
+	return base, nil
 }
 
 // buildNode builds docker/Dockerfile on base as name, with the network
@@ -113,10 +124,10 @@ func buildNode(ctx context.Context, pool *dockertest.Pool, base, name string, se
 // tag.
 func importBase(ctx context.Context, pool *dockertest.Pool, tag string) error {
 	if os.Geteuid() != 0 {
-		return errors.New("docker: making the base image needs root (debootstrap); run `make setup` as root once")
+		return errors.New("docker: making the base image needs root (mmdebstrap); run `make setup` as root once")
 	}
-	if _, err := exec.LookPath("debootstrap"); err != nil {
-		return errors.New("docker: debootstrap not found: run `make setup` (apt-get install debootstrap)")
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		return errors.New("docker: mmdebstrap not found: run `make setup` (apt-get install mmdebstrap)")
 	}
 	cmd := exec.CommandContext(ctx, "bash", "-c", string(rootfsScript))
 	var stderr bytes.Buffer

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -9,9 +10,13 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
-// Grudge says, for each peer (a client, or a replica's replication link),
-// which nodes it cannot reach. It is Jepsen's notion: partitions are drawn
-// per link, so client 1 can reach A,B,C while client 2 reaches C,D,E.
+// Grudge says, for each peer (a client, a replica's replication link, or
+// on a backend with a Firewall any server), which nodes it cannot reach.
+// It is Jepsen's notion: partitions are drawn per link, so client 1 can
+// reach A,B,C while client 2 reaches C,D,E. A link between two servers
+// is cut both ways; a node always reaches itself, so a shape drawn with
+// the nodes as their own peers (Halves(nodes, nodes)) splits the servers
+// as Jepsen's shapes split a database's nodes.
 type Grudge map[string][]string
 
 // String is a stable one-line description for the history.
@@ -28,12 +33,22 @@ func (g Grudge) String() string {
 	return strings.Join(parts, " ")
 }
 
+// Apart reports whether the grudge keeps two servers apart: a link
+// between servers is cut both ways, so either one's grudge against the
+// other is enough.
+func (g Grudge) Apart(a, b string) bool {
+	return a != b && (slices.Contains(g[a], b) || slices.Contains(g[b], a))
+}
+
 // Partition cuts every link the grudge names. Links not named are left
 // alone; a second Partition adds to the first. Heal undoes them all.
 func (n *Nemesis) Partition(g Grudge) error {
 	return record(n.rec, "partition-start", &history.Value{Target: g.String()}, func() error {
 		for peer, nodes := range g {
 			for _, name := range nodes {
+				if name == peer {
+					continue
+				}
 				l, err := n.link(peer, name)
 				if err != nil {
 					return err
@@ -44,6 +59,20 @@ func (n *Nemesis) Partition(g Grudge) error {
 			}
 		}
 		return nil
+	})
+}
+
+// CutDirection cuts one direction of peer's link to node: "upstream"
+// (what the peer sends: requests, a replica's acknowledgements) or
+// "downstream" (what the node sends: replies, the replication stream).
+// Heal undoes it.
+func (n *Nemesis) CutDirection(peer, node, direction string) error {
+	return record(n.rec, "partition-start", &history.Value{Target: fmt.Sprintf("%s↛%s %s only", peer, node, direction)}, func() error {
+		l, err := n.link(peer, node)
+		if err != nil {
+			return err
+		}
+		return l.CutDirection(direction)
 	})
 }
 
@@ -135,16 +164,18 @@ func Halves(nodes, peers []string) Grudge {
 	return g
 }
 
-// MajoritiesRing gives every peer its own majority of the nodes, each
-// shifted by one along a ring: any two peers share a node, no two see the
-// same majority (Jepsen's partition-majorities-ring).
+// MajoritiesRing gives every peer its own majority of the nodes: the
+// window of a majority's size around its place on a ring, so any two
+// peers share a node and no two see the same majority (Jepsen's
+// partition-majorities-ring). Centred, so that with the nodes as their own
+// peers the shape is symmetric: n1 sees n2 exactly when n2 sees n1.
 func MajoritiesRing(nodes, peers []string) Grudge {
 	g := Grudge{}
 	m := len(nodes)/2 + 1
 	for i, p := range peers {
 		seen := map[string]bool{}
 		for j := 0; j < m; j++ {
-			seen[nodes[(i+j)%len(nodes)]] = true
+			seen[nodes[(i-(m-1)/2+j+len(nodes))%len(nodes)]] = true
 		}
 		for _, nd := range nodes {
 			if !seen[nd] {
@@ -157,17 +188,22 @@ func MajoritiesRing(nodes, peers []string) Grudge {
 
 // Bridge splits the nodes into two sides around one bridge node in the
 // middle: the first group of peers reaches one side and the bridge, the
-// second the other side and the bridge (Jepsen's bridge).
+// second the other side and the bridge (Jepsen's bridge). The bridge
+// itself, when it is among the peers, reaches everyone.
 func Bridge(nodes, peers []string) Grudge {
 	mid := len(nodes) / 2
 	left, right := nodes[:mid], nodes[mid+1:]
 	pa, pb := split(peers, (len(peers)+1)/2)
 	g := Grudge{}
 	for _, p := range pa {
-		g[p] = append([]string(nil), right...)
+		if p != nodes[mid] {
+			g[p] = append([]string(nil), right...)
+		}
 	}
 	for _, p := range pb {
-		g[p] = append([]string(nil), left...)
+		if p != nodes[mid] {
+			g[p] = append([]string(nil), left...)
+		}
 	}
 	return g
 }

@@ -68,6 +68,44 @@ func TestBridgeKeepsTheMiddleNodeForBoth(t *testing.T) {
 	}
 }
 
+// With the nodes as their own peers the shapes split the servers the way
+// Jepsen's split a database's nodes; what the docker backend then drops is
+// checked packet by packet in package docker.
+func TestShapesAmongTheNodesThemselves(t *testing.T) {
+	together := func(g nemesis.Grudge) map[string][]string {
+		out := map[string][]string{}
+		for _, a := range five {
+			for _, b := range five {
+				if !g.Apart(a, b) {
+					out[a] = append(out[a], b)
+				}
+			}
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		g    nemesis.Grudge
+		want map[string]string
+	}{
+		{"isolate", nemesis.IsolateNode("n3", five), map[string]string{
+			"n1": "n1,n2,n4,n5", "n2": "n1,n2,n4,n5", "n3": "n3", "n4": "n1,n2,n4,n5", "n5": "n1,n2,n4,n5"}},
+		{"halves", nemesis.Halves(five, five), map[string]string{
+			"n1": "n1,n2,n3", "n2": "n1,n2,n3", "n3": "n1,n2,n3", "n4": "n4,n5", "n5": "n4,n5"}},
+		{"majorities ring", nemesis.MajoritiesRing(five, five), map[string]string{
+			"n1": "n1,n2,n5", "n2": "n1,n2,n3", "n3": "n2,n3,n4", "n4": "n3,n4,n5", "n5": "n1,n4,n5"}},
+		{"bridge", nemesis.Bridge(five, five), map[string]string{
+			"n1": "n1,n2,n3", "n2": "n1,n2,n3", "n3": "n1,n2,n3,n4,n5", "n4": "n3,n4,n5", "n5": "n3,n4,n5"}},
+	} {
+		got := together(c.g)
+		for _, n := range five {
+			if strings.Join(got[n], ",") != c.want[n] {
+				t.Errorf("%s: %s reaches %v, want %s (grudge %s)", c.name, n, got[n], c.want[n], c.g)
+			}
+		}
+	}
+}
+
 func faults() []nemesis.Fault {
 	noop := func(context.Context) error { return nil }
 	return []nemesis.Fault{{Name: "partition", Start: noop, Stop: noop}, {Name: "pause", Start: noop, Stop: noop}, {Name: "clock", Start: noop, Stop: noop}}
