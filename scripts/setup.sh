@@ -5,16 +5,31 @@
 # the compiler and dpkg-dev to build the libc-allocator redis-server that
 # libfaketime needs (scripts/build-faketime-redis.sh, cached after the first
 # build), and Debian's python3 with python3-redis for the redis-py lock's
-# worker; and, where a Docker engine answers, debootstrap and the docker
+# worker; and, where a Docker engine answers, mmdebstrap and the docker
 # backend's node image (docker/, built from these same packages with no
 # registry). Safe to run again: it installs and builds nothing that is
 # there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+command -v go >/dev/null || { echo "setup: the go command is missing: install Go 1.21 or newer; it fetches the toolchain go.mod names" >&2; exit 1; }
+
+# From nothing the longest step is compiling the node image's tool (most of
+# the module's dependencies): it needs nothing apt installs, so it starts
+# first and compiles while apt downloads. Every background step writes to
+# a log printed when it is waited for.
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+docker=false
+if docker info >/dev/null 2>&1; then
+  docker=true
+  go build -o "$work/image" ./cmd/image >"$work/build.log" 2>&1 &
+  build_pid=$!
+fi
+
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev python3 python3-redis debootstrap; do
+for pkg in redis-server redis-sentinel redis-tools libfaketime gcc make libc6-dev dpkg-dev python3 python3-redis mmdebstrap; do
   have_pkg "$pkg" || need+=("$pkg")
 done
 
@@ -29,11 +44,25 @@ if ((${#need[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
-command -v go >/dev/null || { echo "setup: the go command is missing: install Go 1.21 or newer; it fetches the toolchain go.mod names" >&2; exit 1; }
-faketime_redis=$(./scripts/build-faketime-redis.sh)
+# The libc-allocator redis-server compiles while the image's Debian base is
+# made (mmdebstrap mostly waits on the mirror and the disk).
+./scripts/build-faketime-redis.sh >"$work/redis.path" 2>"$work/redis.log" &
+redis_pid=$!
+if $docker; then
+  wait "$build_pid" || { sed 's/^/setup: /' "$work/build.log" >&2; exit 1; }
+  "$work/image" -base >"$work/base.log" 2>&1 &
+  base_pid=$!
+fi
+wait "$redis_pid" || { cat "$work/redis.log" >&2; exit 1; }
+cat "$work/redis.log" >&2
+faketime_redis=$(cat "$work/redis.path")
 echo "setup: $(redis-server --version | cut -d' ' -f1-3), $(go version | cut -d' ' -f3), clock-nemesis redis: $faketime_redis"
-if docker info >/dev/null 2>&1; then
-  echo "setup: docker node image $(go run ./cmd/image)"
+if $docker; then
+  base_ok=true
+  wait "$base_pid" || base_ok=false
+  sed 's/^/setup: /' "$work/base.log"
+  $base_ok || exit 1
+  echo "setup: docker node image $("$work/image")"
 else
   echo "setup: no Docker engine answers (docker info): the docker backend's image is not built, and its tests skip"
 fi
