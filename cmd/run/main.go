@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		seed      = fs.Int64("seed", 0, "random seed, stored with the run (default: from the clock)")
 		out       = fs.String("out", "results", "results directory")
 		list      = fs.Bool("list", false, "list scenarios and locks, then exit")
-		backend   = fs.String("backend", cluster.Local, "where the Redis nodes run: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image, `make setup` builds it)")
+		backend   = fs.String("backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
 		procs     = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
 		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
 		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines")
