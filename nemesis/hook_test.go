@@ -39,9 +39,10 @@ func TestPausedClientFreezesItsConnections(t *testing.T) {
 	}
 	msgs := sub.Channel()
 
-	g.PauseClient(0, 500*time.Millisecond)
+	// The clock starts before the pause, whose 500 ms count from its call.
 	start := time.Now()
-	if err := c1.Set(ctx, "other", 1, 0).Err(); err != nil || time.Since(start) > 100*time.Millisecond {
+	g.PauseClient(0, 500*time.Millisecond)
+	if err := c1.Set(ctx, "other", 1, 0).Err(); err != nil || time.Since(start) > 400*time.Millisecond {
 		t.Fatalf("another client must go on: %v after %v", err, time.Since(start))
 	}
 	if err := c1.Publish(ctx, "ch", "hello").Err(); err != nil {
@@ -168,13 +169,15 @@ func TestCrashWaiterKillsAClientWaitingInAcquire(t *testing.T) {
 	rec := history.NewRecorder(nil, 0)
 	g := nemesis.NewGate(rec)
 	g.Begin(0, 10, history.Release)
+	// The wait counts from Begin, so the clock starts before it: started
+	// after, a test descheduled between the two saw a fair kill as early.
+	begun := time.Now()
 	g.Begin(1, 11, history.Acquire)
 	step := g.CrashWaiter(0, 50*time.Millisecond)
-	start := time.Now()
 	if err := step.Do(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if time.Since(start) < 50*time.Millisecond {
+	if time.Since(begun) < 50*time.Millisecond {
 		t.Fatal("killed a client that had not waited yet")
 	}
 	if g.Dead(10) || !g.Dead(11) {

@@ -89,6 +89,24 @@ func (e *env) recorded(f string) bool {
 	return false
 }
 
+// waitRecorded waits until the nemesis has recorded n ops named f: a
+// pause is on record only once it is in force.
+func waitRecorded(t *testing.T, rec *history.Recorder, f string, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		seen := 0
+		for _, op := range rec.Ops() {
+			if op.Process == history.NemesisProcess && op.F == f && op.Type == history.OK {
+				seen++
+			}
+		}
+		if seen >= n {
+			return
+		}
+	}
+	t.Fatalf("%d %q op(s) never recorded", n, f)
+}
+
 func (e *env) must(err error) {
 	e.t.Helper()
 	if err != nil {
@@ -364,26 +382,29 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 		t.Fatalf("armed pause: %v after %v, Then saw client %d", err, time.Since(start), sprang)
 	}
 	start = time.Now()
-	if err := g.At(ctx, 1, 1, "p"); err != nil || time.Since(start) > 20*time.Millisecond {
+	if err := g.At(ctx, 1, 1, "p"); err != nil || time.Since(start) >= 100*time.Millisecond {
 		t.Fatal("a trap springs on one client only")
 	}
 	// A whole-client pause also holds the client's other goroutines.
-	g.Arm(nemesis.Trap{Point: "p", Client: 2, Pause: 150 * time.Millisecond})
+	// A whole-client pause also holds the client's other goroutines. The
+	// clock starts when the trap springs, and the watchdog moves only once
+	// the pause is on record: a loaded machine may run either goroutine late.
+	var sprangAt time.Time
+	springAt := func(context.Context, int, int) error { sprangAt = time.Now(); return nil }
+	g.Arm(nemesis.Trap{Point: "p", Client: 2, Pause: 150 * time.Millisecond, Then: springAt})
 	go func() { _ = g.At(ctx, 2, 2, "p") }()
-	time.Sleep(20 * time.Millisecond)
-	start = time.Now()
+	waitRecorded(t, rec, history.Pause, 2)
 	_ = g.At(ctx, 2, 2, "watchdog-renew")
-	if time.Since(start) < 100*time.Millisecond {
-		t.Fatal("a paused client's watchdog went on")
+	if d := time.Since(sprangAt); d < 150*time.Millisecond {
+		t.Fatalf("a paused client's watchdog went on %v into a 150 ms pause", d)
 	}
 	// A stall holds only the goroutine at the point.
-	g.Arm(nemesis.Trap{Point: "p", Client: 3, Pause: 150 * time.Millisecond, Stall: true})
+	g.Arm(nemesis.Trap{Point: "p", Client: 3, Pause: 300 * time.Millisecond, Stall: true, Then: springAt})
 	go func() { _ = g.At(ctx, 3, 3, "p") }()
-	time.Sleep(20 * time.Millisecond)
-	start = time.Now()
+	waitRecorded(t, rec, "stall", 1)
 	_ = g.At(ctx, 3, 3, "watchdog-renew")
-	if time.Since(start) > 20*time.Millisecond {
-		t.Fatal("a stalled client's watchdog was held too")
+	if d := time.Since(sprangAt); d >= 300*time.Millisecond {
+		t.Fatalf("a stalled client's watchdog was held too: it went on %v into a 300 ms stall", d)
 	}
 	g.Arm(nemesis.Trap{Point: "q", Client: nemesis.AnyClient, Crash: true})
 	if err := g.At(ctx, 0, 0, "q"); !errors.Is(err, nemesis.ErrCrashed) {
@@ -392,10 +413,10 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	if err := g.At(ctx, 0, 0, "p"); !errors.Is(err, nemesis.ErrCrashed) {
 		t.Fatalf("a dead process passed a point: %v", err)
 	}
-	g.PauseClient(4, 100*time.Millisecond)
 	start = time.Now()
+	g.PauseClient(4, 100*time.Millisecond)
 	_ = g.At(ctx, 4, 4, "anywhere")
-	if time.Since(start) < 80*time.Millisecond {
+	if time.Since(start) < 100*time.Millisecond {
 		t.Fatal("a paused client passed a point")
 	}
 	g.Arm(nemesis.Trap{Point: "r", Client: nemesis.AnyClient, Then: func(context.Context, int, int) error { return errors.New("no such node") }})
