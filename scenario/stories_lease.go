@@ -67,10 +67,13 @@ func init() {
 			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex has no lease, so a slow write only makes the others wait"},
 		),
 		Requires: []Evidence{{F: "latency-start", Target: "store"}, {F: "latency-end", Target: "store"}},
+		// The delay begins after 2 TTLs, not 1: five clients' first RedLock
+		// round can split the votes and fail only after a whole wait, and
+		// under load no attempt had completed before a 1-TTL delay.
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			peer := e.Clients[0]
 			return nemesis.Schedule{
-				act(e.TTL, "delay client 0's requests to the store", func(context.Context) error {
+				act(e.TTLs(2), "delay client 0's requests to the store", func(context.Context) error {
 					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.TTLs(0.75), 0)
 				}),
 				act(e.TTLs(5), "end the delay", func(context.Context) error { return e.Nemesis.Latency(peer, "store", 0, 0) }),
