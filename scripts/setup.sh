@@ -16,15 +16,22 @@ command -v go >/dev/null || { echo "setup: the go command is missing: install Go
 
 # From nothing the longest step is compiling the node image's tool (most of
 # the module's dependencies): it needs nothing apt installs, so it starts
-# first and compiles while apt downloads. Every background step writes to
-# a log printed when it is waited for.
+# first and compiles while apt downloads. The matrix's command compiles
+# next, while mmdebstrap waits on the mirror: compiled here, the matrix in
+# make test starts its stories at once instead of queueing its compile
+# behind the tests' and lint's. Every background step writes to a log
+# printed when it is waited for.
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+compile() { go build -o "$work/$1" "./cmd/$1" >"$work/$1.log" 2>&1; }
 docker=false
 if docker info >/dev/null 2>&1; then
   docker=true
-  go build -o "$work/image" ./cmd/image >"$work/build.log" 2>&1 &
-  build_pid=$!
+  compile image &
+  image_pid=$!
+else
+  compile run &
+  run_pid=$!
 fi
 
 need=()
@@ -49,7 +56,9 @@ fi
 ./scripts/build-faketime-redis.sh >"$work/redis.path" 2>"$work/redis.log" &
 redis_pid=$!
 if $docker; then
-  wait "$build_pid" || { sed 's/^/setup: /' "$work/build.log" >&2; exit 1; }
+  wait "$image_pid" || { sed 's/^/setup: /' "$work/image.log" >&2; exit 1; }
+  compile run &
+  run_pid=$!
   "$work/image" -base >"$work/base.log" 2>&1 &
   base_pid=$!
 fi
@@ -57,6 +66,7 @@ wait "$redis_pid" || { cat "$work/redis.log" >&2; exit 1; }
 cat "$work/redis.log" >&2
 faketime_redis=$(cat "$work/redis.path")
 echo "setup: $(redis-server --version | cut -d' ' -f1-3), $(go version | cut -d' ' -f3), clock-nemesis redis: $faketime_redis"
+wait "$run_pid" || { sed 's/^/setup: /' "$work/run.log" >&2; exit 1; }
 if $docker; then
   base_ok=true
   wait "$base_pid" || base_ok=false
