@@ -11,9 +11,10 @@ run: setup
 # reproduce as expected.
 #
 # Three steps. First setup alone: it compiles the node image's tool (most
-# of the module's dependencies) while apt downloads, then builds the
-# libc-allocator redis-server while mmdebstrap makes the image's base.
-# Beside it, go vet only compiled the same dependencies a second time.
+# of the module's dependencies) while apt downloads, then the matrix's
+# command and the libc-allocator redis-server while mmdebstrap makes the
+# image's base. Beside it, go vet only compiled the same dependencies a
+# second time.
 # Then the unit tests, the matrix and lint side by side: the tests and the
 # matrix mostly wait on their stories' clocks, leaving a core's worth for
 # vet and staticcheck, one after the other, and the machine-wide room

@@ -23,7 +23,8 @@ command -v go >/dev/null || { echo "setup: the go command is missing: install Go
 # printed when it is waited for.
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-compile() { go build -o "$work/$1" "./cmd/$1" >"$work/$1.log" 2>&1; }
+# compile CMD [NICENESS]
+compile() { nice -n "${2:-0}" go build -o "$work/$1" "./cmd/$1" >"$work/$1.log" 2>&1; }
 docker=false
 if docker info >/dev/null 2>&1; then
   docker=true
@@ -52,12 +53,14 @@ if ((${#need[@]})); then
 fi
 
 # The libc-allocator redis-server compiles while the image's Debian base is
-# made (mmdebstrap mostly waits on the mirror and the disk).
-./scripts/build-faketime-redis.sh >"$work/redis.path" 2>"$work/redis.log" &
+# made (mmdebstrap mostly waits on the mirror and the disk). It and the
+# matrix's command compile niced: the image tool's compile, then
+# mmdebstrap, is setup's longest path, and they fill the cores it leaves.
+nice -n 10 ./scripts/build-faketime-redis.sh >"$work/redis.path" 2>"$work/redis.log" &
 redis_pid=$!
 if $docker; then
   wait "$image_pid" || { sed 's/^/setup: /' "$work/image.log" >&2; exit 1; }
-  compile run &
+  compile run 10 &
   run_pid=$!
   "$work/image" -base >"$work/base.log" 2>&1 &
   base_pid=$!
