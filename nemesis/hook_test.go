@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,6 +186,27 @@ func TestCrashWaiterKillsAClientWaitingInAcquire(t *testing.T) {
 	}
 	if !g.End(1, 11) {
 		t.Fatal("End must report that the process died during its op")
+	}
+}
+
+// WhenAcquiring waits for its client to be inside an acquire, not in
+// another op and not another client's acquire.
+func TestWhenAcquiringWaitsForTheClientsAcquire(t *testing.T) {
+	g := nemesis.NewGate(history.NewRecorder(nil, 0))
+	g.Begin(0, 10, history.Release)
+	g.Begin(1, 11, history.Acquire)
+	var did atomic.Bool
+	step := g.WhenAcquiring(0, 0, "act", func(context.Context) error { did.Store(true); return nil })
+	done := make(chan error, 1)
+	go func() { done <- step.Do(ctx) }()
+	time.Sleep(50 * time.Millisecond)
+	if did.Load() {
+		t.Fatal("ran while the client was releasing")
+	}
+	g.End(0, 10)
+	g.Begin(0, 10, history.Acquire)
+	if err := <-done; err != nil || !did.Load() {
+		t.Fatalf("once the client acquires: err %v, ran %v", err, did.Load())
 	}
 }
 
