@@ -80,13 +80,17 @@ func (e *env) direct(node string) *redis.Client {
 }
 
 // recorded says whether the nemesis recorded an op of f.
-func (e *env) recorded(f string) bool {
-	for _, op := range e.rec.Ops() {
+func (e *env) recorded(f string) bool { return nemesisOps(e.rec, f) > 0 }
+
+// nemesisOps counts the ops of f the nemesis recorded as done.
+func nemesisOps(rec *history.Recorder, f string) int {
+	n := 0
+	for _, op := range rec.Ops() {
 		if op.Process == history.NemesisProcess && op.F == f && op.Type == history.OK {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // waitRecorded waits until the nemesis has recorded n ops named f: a
@@ -94,13 +98,7 @@ func (e *env) recorded(f string) bool {
 func waitRecorded(t *testing.T, rec *history.Recorder, f string, n int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		seen := 0
-		for _, op := range rec.Ops() {
-			if op.Process == history.NemesisProcess && op.F == f && op.Type == history.OK {
-				seen++
-			}
-		}
-		if seen >= n {
+		if nemesisOps(rec, f) >= n {
 			return
 		}
 	}
@@ -385,7 +383,6 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	if err := g.At(ctx, 1, 1, "p"); err != nil || time.Since(start) >= 100*time.Millisecond {
 		t.Fatal("a trap springs on one client only")
 	}
-	// A whole-client pause also holds the client's other goroutines.
 	// A whole-client pause also holds the client's other goroutines. The
 	// clock starts when the trap springs, and the watchdog moves only once
 	// the pause is on record: a loaded machine may run either goroutine late.
