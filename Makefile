@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test setup lint vet staticcheck unit matrix docker-matrix
+.PHONY: run test setup build lint vet staticcheck unit matrix docker-matrix
 
 # Sets up the machine, then runs every built-in scenario against every lock
 # it has an expectation for, on local processes.
@@ -10,25 +10,38 @@ run: setup
 # whole scenario matrix as a regression suite: exit 1 if any story did not
 # reproduce as expected.
 #
-# Three steps. First setup alone: it compiles the node image's tool (most
-# of the module's dependencies) while apt downloads, then the matrix's
-# command and the libc-allocator redis-server while mmdebstrap makes the
-# image's base. Beside it, go vet only compiled the same dependencies a
-# second time.
-# Then the unit tests, the matrix and lint side by side: the tests and the
-# matrix mostly wait on their stories' clocks, leaving a core's worth for
-# vet and staticcheck, one after the other, and the machine-wide room
-# (scenario/room.go) gives each story a core and a timing-sensitive one the
-# machine. Each job's output is printed whole when it ends. Last, where a
-# Docker engine answers, a subset of the stories runs on containers
-# (docker-matrix). Not beside the rest: with the tests and staticcheck
-# compiling on the cores the seats do not count, a RedLock node's restart
-# in a container took 356 ms of a 500 ms lease and the RedLock stories lost
-# their promise-broken.
+# Nothing compiles beside a story whose verdict rests on timing: a cold
+# compile takes cores the machine-wide room (scenario/room.go) does not
+# count, and can stretch a node's restart to most of a lease. So the steps
+# run in this order:
+# - setup, alone: apt, the node image's tool, the matrix's command and the
+#   libc-allocator redis-server;
+# - build: every test binary of both modules, linked into Go's build cache,
+#   so go test later only runs them;
+# - lint: gofmt, vet and staticcheck, whose analysis is itself a compile's
+#   worth of CPU;
+# - the unit tests and the matrix side by side: they only run stories and
+#   checkers now, and the room gives each story a core and a timing-
+#   sensitive one the machine. Each job's output is printed whole when it
+#   ends;
+# - where a Docker engine answers, a subset of the stories on containers
+#   (docker-matrix), alone: a container's restart is the slowest fault.
+# Every run measures how late the harness itself ran and says starved,
+# rather than judge, where it ran later than a fifth of a TTL.
 test:
 	$(MAKE) --no-print-directory setup
-	$(MAKE) --no-print-directory -j3 --output-sync=target unit matrix lint
+	$(MAKE) --no-print-directory build
+	$(MAKE) --no-print-directory lint
+	$(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
 	$(MAKE) --no-print-directory docker-matrix
+
+# Compiles and links every test binary and the matrix's command into Go's
+# build cache (go test -run '^$' runs none of the tests), so the steps after
+# it compile nothing.
+build:
+	go test -count=1 -run '^$$' ./... >/dev/null
+	cd examples/joblock && go test -count=1 -run '^$$' ./... >/dev/null
+	go run ./cmd/run -list >/dev/null
 
 unit:
 	go test -count=1 ./...
@@ -55,8 +68,7 @@ setup:
 # gofmt, go vet, a pinned staticcheck, and go.mod/go.sum as go mod tidy
 # leaves them, for the module and for the example module under examples/
 # (a module of its own, as a user's would be): each fails the build with
-# what it found. One after the other: in make test they share the core the
-# stories leave.
+# what it found.
 lint:
 	$(MAKE) --no-print-directory vet
 	$(MAKE) --no-print-directory staticcheck

@@ -172,6 +172,23 @@ func (r *Recorder) Summary() (ops int, nemesis string) {
 	return len(r.ops), nemesis
 }
 
+// Deadline is the lease deadline of process's latest successful acquire
+// (harness ns), or 0 where it has none or the lock computes none: what a
+// trap reads to end a pause inside the lease the process holds.
+func (r *Recorder) Deadline(process int) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := len(r.ops) - 1; i >= 0; i-- {
+		if op := r.ops[i]; op.Process == process && op.F == Acquire && op.Type == OK {
+			if op.Value == nil {
+				return 0
+			}
+			return op.Value.Deadline
+		}
+	}
+	return 0
+}
+
 // Ops returns a copy of everything recorded so far.
 func (r *Recorder) Ops() []Op {
 	r.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
 )
 
 // ErrCrashed is what a client gets where the nemesis crashed it: at a point,
@@ -36,6 +37,16 @@ type Trap struct {
 	// lock's watchdog and pub/sub included), as a process in a
 	// stop-the-world pause does (Kleppmann's GC pause), unless Stall is set.
 	Pause time.Duration
+	// InLease, when set, ends the pause this long before the lease the
+	// client holds runs out (its acquire's recorded deadline), however long
+	// Then took: a story whose holder must wake inside its own lease keeps
+	// that order on a machine where a restart is slow. Pause is then the
+	// longest the pause lasts.
+	InLease time.Duration
+	// MinPause is the shortest pause the story can be told with: a pause
+	// that InLease cuts below it is recorded as a starved run
+	// (lateness.StarvedOp), whose verdict is not evidence.
+	MinPause time.Duration
 	// Stall pauses only the goroutine at the place: slow work while the
 	// rest of the client (its watchdog) lives.
 	Stall bool
@@ -175,6 +186,9 @@ func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
 		what = "crash"
 	case t.Stall:
 		what = fmt.Sprintf("stall %s", t.Pause)
+	}
+	if t.InLease > 0 {
+		what += fmt.Sprintf(" (at most to %s before its lease ends)", t.InLease)
 	}
 	name := fmt.Sprintf("%s the next client at %s", what, t.where())
 	if t.ThenName != "" {
@@ -394,21 +408,43 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		g.kill(process, target)
 		return ErrCrashed
 	}
-	if t.Pause > 0 {
+	pause := g.pauseFor(t, process, target)
+	if pause > 0 {
 		f := history.Pause
 		if t.Stall {
 			f = "stall"
 		} else {
-			g.freeze(client, t.Pause)
+			g.freeze(client, pause)
 		}
-		_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(t.Pause)}, nil)
-		sleep(ctx, t.Pause)
+		_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(pause)}, nil)
+		sleep(ctx, pause)
 		_ = record(g.rec, history.Resume, &history.Value{Target: target}, nil)
 	}
 	if t.After != nil {
 		g.fail(t.After(ctx, client, process))
 	}
 	return nil
+}
+
+// pauseFor is how long trap t pauses process now that Then has run: Pause,
+// cut to end InLease before the process's lease, and recorded as starved
+// where that leaves less than MinPause.
+func (g *Gate) pauseFor(t Trap, process int, target string) time.Duration {
+	if t.InLease <= 0 {
+		return t.Pause
+	}
+	deadline := g.rec.Deadline(process)
+	if deadline == 0 {
+		return t.Pause
+	}
+	left := time.Duration(deadline-g.rec.Now()) - t.InLease
+	pause := max(0, min(t.Pause, left))
+	if pause < t.MinPause {
+		_ = record(g.rec, lateness.StarvedOp, &history.Value{Target: fmt.Sprintf(
+			"the pause of %s could last only %s to end %s inside its lease, and the story needs %s",
+			target, max(0, left).Round(time.Millisecond), t.InLease, t.MinPause), Duration: int64(t.MinPause - pause)}, nil)
+	}
+	return pause
 }
 
 // At is called by client code when process (of client) reaches a named

@@ -12,6 +12,7 @@ import (
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/nemesis"
 )
 
@@ -430,5 +431,58 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	// Pauses: client 0, client 2, PauseClient(4); one stall; one crash.
 	if count["pause"] != 3 || count["stall"] != 1 || count["crash"] != 1 {
 		t.Fatalf("gate actions recorded as %v", count)
+	}
+}
+
+// A pause told to end inside the holder's lease ends there however long
+// the work before it took, and a pause cut below what its story needs is
+// on record as starved.
+func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
+	rec := history.NewRecorder(nil, 0)
+	g := nemesis.NewGate(rec)
+	lease := func(process int, left time.Duration) {
+		inv := rec.Invoke(process, history.Acquire, "k", nil)
+		rec.Complete(inv, history.OK, &history.Value{Deadline: rec.Now() + int64(left)}, nil)
+	}
+	lease(0, 400*time.Millisecond)
+	// The work before the pause takes 150 ms of the 400 ms lease: a
+	// 500 ms pause ending 100 ms inside the lease lasts about 150 ms.
+	slow := func(context.Context, int, int) error { time.Sleep(150 * time.Millisecond); return nil }
+	g.Arm(nemesis.Trap{Point: "p", Client: 0, Pause: 500 * time.Millisecond, InLease: 100 * time.Millisecond,
+		MinPause: 50 * time.Millisecond, Then: slow})
+	start := time.Now()
+	if err := g.At(ctx, 0, 0, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 300*time.Millisecond+50*time.Millisecond {
+		t.Errorf("the pause ran %v from the trap, past the lease's 300 ms less its margin", d)
+	}
+	var pause *history.Op
+	for _, op := range rec.Ops() {
+		if op.F == lateness.StarvedOp {
+			t.Errorf("starved with 150 ms of pause to spare: %s", op.Value.Target)
+		}
+		if op.F == history.Pause && op.Type == history.OK {
+			pause = &op
+		}
+	}
+	if pause == nil || time.Duration(pause.Value.Duration) > 150*time.Millisecond || time.Duration(pause.Value.Duration) < 50*time.Millisecond {
+		t.Fatalf("pause on record: %+v, want about 150 ms", pause)
+	}
+	// Only 150 ms are left after the work, and the story needs 200 ms.
+	lease(1, 400*time.Millisecond)
+	g.Arm(nemesis.Trap{Point: "p", Client: 1, Pause: 500 * time.Millisecond, InLease: 100 * time.Millisecond,
+		MinPause: 200 * time.Millisecond, Then: slow})
+	if err := g.At(ctx, 1, 1, "p"); err != nil {
+		t.Fatal(err)
+	}
+	starved := 0
+	for _, op := range rec.Ops() {
+		if op.F == lateness.StarvedOp && op.Type == history.OK {
+			starved++
+		}
+	}
+	if starved != 1 {
+		t.Errorf("%d starved ops, want 1 for the pause that could not fit", starved)
 	}
 }

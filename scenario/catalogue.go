@@ -34,6 +34,10 @@ const (
 	Safe = "safe"
 	// Undecided: some checker could not decide. Never matches.
 	Undecided = "unknown"
+	// Starved: the harness itself ran late (its timers, a node's replies,
+	// a fault's own work) by more than the story's timing allows, so the
+	// checkers' verdict is not evidence either way. Never matches.
+	Starved = "starved"
 )
 
 // Observations an expectation can require or forbid, besides anomaly kinds

@@ -186,7 +186,7 @@ func (r *Result) judgeClaims(info locks.Info) {
 			unclaimed = append(unclaimed, string(f))
 		}
 	}
-	r.Matched = r.Outcome != Undecided && r.Outcome != Vacuous
+	r.Matched = r.Outcome != Undecided && r.Outcome != Vacuous && r.Outcome != Starved
 	switch {
 	case !r.Matched || r.Outcome == Safe:
 	case !slices.Contains(r.Observations, promise):

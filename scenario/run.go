@@ -22,6 +22,7 @@ import (
 	// Nodes as containers (-backend docker) beside local processes.
 	_ "github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/worker"
@@ -216,6 +217,16 @@ type Result struct {
 	// fired, or too little traffic around it); the outcome is then
 	// Vacuous, whatever the checkers found.
 	Vacuous string `json:"vacuous,omitempty"`
+	// Ready is when every client was up and the schedule began (harness
+	// ns): nothing before it is judged for timing.
+	Ready int64 `json:"ready"`
+	// Lateness is how late the harness ran from Ready on: its timers and a
+	// node's replies window by window, and each fault's own work.
+	Lateness []lateness.Sample `json:"lateness"`
+	// Starved says, when the lateness passed the limit (or a fault could
+	// not be fitted where its story needs it), by how much and where; the
+	// outcome is then Starved, whatever the checkers found.
+	Starved string `json:"starved,omitempty"`
 	// Finding (random runs) says how the lock broke its promise under
 	// faults it claims to survive; Explained, which unclaimed faults
 	// account for a broken promise that is therefore expected.
@@ -302,6 +313,10 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if err != nil {
 		return res, err
 	}
+	// The lateness probe pings the store straight at its port: no fault
+	// touches that path, so a slow answer is the machine's, not a story's.
+	probeClient := cluster.NewClient(store.Addr(), cluster.ClientOptions{Timeout: 5 * time.Second, PoolSize: 1})
+	defer probeClient.Close()
 	res.Nodes = cl.Info()
 	if err := writeJSON(filepath.Join(dir, "cluster.json"), res.Nodes); err != nil {
 		return res, err
@@ -345,8 +360,12 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	defer cancelStop()
 	nemErr := make(chan error, 1)
 	scheduled := false
+	var probe *lateness.Probe
 	wo.Ready = func() {
 		scheduled = true
+		res.Ready = rec.Now()
+		probe = lateness.Start(lateness.Options{Now: rec.Now,
+			Ping: func(ctx context.Context) error { return probeClient.Ping(ctx).Err() }})
 		opening, rest := sched.Opening()
 		if err := opening.Run(stop); err != nil {
 			nemErr <- err
@@ -361,6 +380,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	werr := workloads.Register(stop, ctx, rec, wo)
 	cancelStop()
+	if probe != nil {
+		res.Lateness = probe.Stop()
+	}
 	var nerr error
 	if scheduled {
 		nerr = <-nemErr
@@ -562,16 +584,25 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 	if r.Vacuous = vacuity(s, r.Ops); r.Vacuous != "" {
 		r.Outcome = Vacuous
 	}
+	// The faults' own work is read again from the history, so a run judged
+	// twice counts it once.
+	r.Lateness = append(slices.DeleteFunc(r.Lateness, func(s lateness.Sample) bool { return s.Kind == lateness.Fault }),
+		lateness.Faults(r.Ops, r.Ready)...)
+	// A starved run's story may not have happened as told, or happened in
+	// another order: that, not its vacuity, is what a reader needs to know.
+	if r.Starved = lateness.Starved(r.Ops, r.Lateness, ttl); r.Starved != "" {
+		r.Outcome = Starved
+	}
 	r.Matched = Matches(r.Expected, r.Outcome, r.Observations)
 	if s.Random {
 		r.judgeClaims(info)
 	}
 }
 
-// Matches says whether an outcome and its observations meet e. Vacuous and
-// undecided runs meet nothing.
+// Matches says whether an outcome and its observations meet e. Vacuous,
+// starved and undecided runs meet nothing.
 func Matches(e Expectation, outcome string, observations []string) bool {
-	if outcome != e.Outcome || outcome == Vacuous || outcome == Undecided {
+	if outcome != e.Outcome || outcome == Vacuous || outcome == Starved || outcome == Undecided {
 		return false
 	}
 	for _, o := range e.Show {

@@ -41,6 +41,7 @@ func init() {
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
 				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
+					InLease: e.TTLs(0.1), MinPause: e.TTLs(0.3),
 					Then:     func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", e.TTLs(10)) },
 					ThenName: fmt.Sprintf("jump n3's clock %s forward", e.TTLs(10))}),
 			}, nil
@@ -53,6 +54,7 @@ func init() {
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
 				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
+					InLease: e.TTLs(0.1), MinPause: e.TTLs(0.3),
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode("n3"); err != nil {
 							return err

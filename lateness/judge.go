@@ -1,0 +1,127 @@
+package lateness
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/locktorture/locktorture/history"
+)
+
+// StarvedOp is the nemesis op the gate records when a fault could not be
+// fitted where its story needs it (a pause that must end inside a lease
+// found too little of the lease left after the work before it): the run
+// cannot tell its story on this machine, whatever the checkers find.
+const StarvedOp = "starved"
+
+// Fraction is the share of the TTL the harness may run late before a
+// verdict that rests on timing stops being evidence. A story's schedule
+// keeps its margins at a tenth of a TTL or more (a pause ends that far
+// inside a lease, a skew is ten TTLs), so lateness of a fifth of a TTL can
+// turn a story's intended order of events into another one.
+const Fraction = 0.2
+
+// FaultFraction is the share of the TTL a fault's own work may take: a
+// restart costs tens of milliseconds on an idle machine (a new process, its
+// start-up, our readiness poll), and a story that must fit a restart and a
+// client's turn inside one lease has no room left past half of it.
+const FaultFraction = 0.5
+
+// Limit is the lateness of the harness's timers and of a node's replies
+// that a run at ttl tolerates.
+func Limit(ttl time.Duration) time.Duration { return time.Duration(Fraction * float64(ttl)) }
+
+// FaultLimit is how long a fault's own work may overrun in a run at ttl.
+func FaultLimit(ttl time.Duration) time.Duration { return time.Duration(FaultFraction * float64(ttl)) }
+
+// Faults reads the faults' own work out of a history: a restart's time to
+// ready (from the kill to the node answering again, less the delay the
+// schedule asked for), and how long after its planned end a pause or a
+// stall was resumed. A fault that began before from (the clients' start)
+// is left out: nothing was judged then.
+func Faults(ops []history.Op, from int64) []Sample {
+	var out []Sample
+	killed := map[string]int64{}
+	paused := map[string]history.Op{}
+	for _, op := range ops {
+		if op.Process != history.NemesisProcess || op.Type != history.OK || op.Value == nil {
+			continue
+		}
+		target := op.Value.Target
+		switch op.F {
+		case "kill", "power-loss":
+			killed[target] = op.Time
+		case "restart":
+			if at, ok := killed[target]; ok && at >= from {
+				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration),
+					What: "restart of " + target})
+			}
+			delete(killed, target)
+		case history.Pause, "stall":
+			paused[target] = op
+		case history.Resume:
+			if p, ok := paused[target]; ok && p.Time >= from {
+				out = append(out, Sample{At: p.Time, Kind: Fault, Late: max(0, op.Time-p.Time-p.Value.Duration),
+					What: p.F + " of " + target})
+			}
+			delete(paused, target)
+		}
+	}
+	return out
+}
+
+// Starved says in one line why the run's timing is not evidence, or ""
+// when it is: a fault the gate could not fit (StarvedOp in ops), or a
+// sample later than its kind's limit at ttl. Every kind that ran late is
+// named with its worst sample, so a reader sees whether the timers, the
+// server or a fault's own work was slow.
+func Starved(ops []history.Op, samples []Sample, ttl time.Duration) string {
+	var parts []string
+	for _, op := range ops {
+		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == StarvedOp && op.Value != nil {
+			parts = append(parts, fmt.Sprintf("at %s %s", at(op.Time), op.Value.Target))
+		}
+	}
+	worst := map[Kind]Sample{}
+	var kinds []Kind
+	for _, s := range samples {
+		limit := Limit(ttl)
+		if s.Kind == Fault {
+			limit = FaultLimit(ttl)
+		}
+		if s.Late <= int64(limit) {
+			continue
+		}
+		w, seen := worst[s.Kind]
+		if !seen {
+			kinds = append(kinds, s.Kind)
+		}
+		if !seen || s.Late > w.Late {
+			worst[s.Kind] = s
+		}
+	}
+	for _, k := range kinds {
+		s := worst[k]
+		what := map[Kind]string{Timer: "the harness's timers ran", Reply: "a node's reply came"}[k]
+		if k == Fault {
+			what = "the " + s.What + " ran"
+		}
+		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s (limits: %s for timers and replies, %s for a fault's own work: %.0f%% and %.0f%% of the TTL)",
+		strings.Join(parts, "; "), Limit(ttl), FaultLimit(ttl), Fraction*100, FaultFraction*100)
+}
+
+// Worst is the latest sample of each kind, for a summary line.
+func Worst(samples []Sample) map[Kind]time.Duration {
+	out := map[Kind]time.Duration{}
+	for _, s := range samples {
+		out[s.Kind] = max(out[s.Kind], time.Duration(s.Late))
+	}
+	return out
+}
+
+func at(ns int64) string { return fmt.Sprintf("%.3fs", float64(ns)/1e9) }

@@ -1,0 +1,172 @@
+// Package lateness measures how late the harness itself ran during a run:
+// its own timers, the replies of a node that no fault touches, and the
+// faults' own work (a restart's time to ready, a pause that overran). A
+// verdict that rests on timing is evidence only where these stayed well
+// inside the lease; where they did not, the machine was starved and the
+// run says so instead of judging.
+package lateness
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Kind is what a sample measured.
+type Kind string
+
+// The kinds of lateness a run measures.
+const (
+	// Timer is how much later than asked a sleep of the harness woke: the
+	// scheduler's and the Go runtime's delay, which every pause, trap and
+	// lease check of the harness pays too.
+	Timer Kind = "timer"
+	// Reply is a PING's round trip to a node no fault touches, straight to
+	// its port: how long a server on this machine takes to answer anyone.
+	Reply Kind = "reply"
+	// Fault is how much longer a fault's own work took than the schedule
+	// planned: a restart's time to ready, a pause that ended late, a pause
+	// the gate had to cut short because what came before it ran late.
+	Fault Kind = "fault"
+)
+
+// Sample is the worst lateness of one kind in one window of the run (for
+// faults, one fault).
+type Sample struct {
+	// At is where the window (or the fault) starts, in harness ns.
+	At   int64 `json:"at"`
+	Kind Kind  `json:"kind"`
+	// Late is the worst lateness seen there, in ns.
+	Late int64 `json:"late"`
+	// What names the fault, for Fault samples.
+	What string `json:"what,omitempty"`
+}
+
+// Options configures a Probe. Zero values take the defaults.
+type Options struct {
+	// Now is the run's clock (history.Recorder.Now), so samples line up
+	// with the history.
+	Now func() int64
+	// Ping makes one round trip to a node no fault touches (nil: no Reply
+	// samples).
+	Ping func(context.Context) error
+	// Tick is how long each timer sample sleeps (default 2 ms): short
+	// enough to see a stall of a few ms, cheap at 500 wake-ups a second.
+	Tick time.Duration
+	// PingEvery is how often the node is pinged (default 20 ms).
+	PingEvery time.Duration
+	// Window is the span whose worst sample is kept (default 50 ms), so a
+	// minute's run keeps a few thousand samples, not thirty thousand.
+	Window time.Duration
+}
+
+func (o Options) withDefaults() Options {
+	if o.Tick <= 0 {
+		o.Tick = 2 * time.Millisecond
+	}
+	if o.PingEvery <= 0 {
+		o.PingEvery = 20 * time.Millisecond
+	}
+	if o.Window <= 0 {
+		o.Window = 50 * time.Millisecond
+	}
+	if o.Now == nil {
+		start := time.Now()
+		o.Now = func() int64 { return int64(time.Since(start)) }
+	}
+	return o
+}
+
+// Probe samples the harness's timers and a node's replies until stopped.
+type Probe struct {
+	o      Options
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	samples []Sample
+	// open is the window being filled, per kind.
+	open map[Kind]*Sample
+}
+
+// Start starts sampling; Stop ends it.
+func Start(o Options) *Probe {
+	o = o.withDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Probe{o: o, cancel: cancel, open: map[Kind]*Sample{}}
+	p.wg.Add(1)
+	go p.timers(ctx)
+	if o.Ping != nil {
+		p.wg.Add(1)
+		go p.replies(ctx)
+	}
+	return p
+}
+
+// Stop ends sampling and returns the samples, window by window.
+func (p *Probe) Stop() []Sample {
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, k := range []Kind{Timer, Reply} {
+		if s := p.open[k]; s != nil {
+			p.samples = append(p.samples, *s)
+		}
+	}
+	p.open = map[Kind]*Sample{}
+	return p.samples
+}
+
+// note keeps late in the window that at falls in.
+func (p *Probe) note(k Kind, at, late int64) {
+	w := int64(p.o.Window)
+	start := at - at%w
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.open[k]
+	if s != nil && s.At != start {
+		p.samples = append(p.samples, *s)
+		s = nil
+	}
+	if s == nil {
+		s = &Sample{At: start, Kind: k}
+		p.open[k] = s
+	}
+	s.Late = max(s.Late, late)
+}
+
+func (p *Probe) timers(ctx context.Context) {
+	defer p.wg.Done()
+	t := time.NewTimer(p.o.Tick)
+	defer t.Stop()
+	for {
+		from := p.o.Now()
+		t.Reset(p.o.Tick)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.note(Timer, from, max(0, p.o.Now()-from-int64(p.o.Tick)))
+	}
+}
+
+func (p *Probe) replies(ctx context.Context) {
+	defer p.wg.Done()
+	t := time.NewTicker(p.o.PingEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		from := p.o.Now()
+		// A ping cut short by Stop measured nothing.
+		if err := p.o.Ping(ctx); err != nil && ctx.Err() != nil {
+			return
+		}
+		p.note(Reply, from, p.o.Now()-from)
+	}
+}

@@ -1,0 +1,88 @@
+package lateness
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/history"
+)
+
+func TestProbeSeesASlowReply(t *testing.T) {
+	const slow = 30 * time.Millisecond
+	p := Start(Options{Ping: func(ctx context.Context) error {
+		select {
+		case <-time.After(slow):
+		case <-ctx.Done():
+		}
+		return nil
+	}})
+	time.Sleep(300 * time.Millisecond)
+	samples := p.Stop()
+	worst := Worst(samples)
+	if worst[Reply] < slow {
+		t.Errorf("worst reply %s, want at least the ping's %s", worst[Reply], slow)
+	}
+	if _, ok := worst[Timer]; !ok {
+		t.Errorf("no timer samples in %d samples", len(samples))
+	}
+	// Windows are kept, not every sample: 300 ms of 2 ms ticks is about
+	// six windows of 50 ms, not 150 samples.
+	if n := len(samples); n > 30 {
+		t.Errorf("%d samples for 300ms: windows are not being merged", n)
+	}
+}
+
+func nem(t int64, f, target string, d time.Duration) history.Op {
+	return history.Op{Process: history.NemesisProcess, Type: history.OK, F: f, Time: t,
+		Value: &history.Value{Target: target, Duration: int64(d)}}
+}
+
+func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
+	ms := int64(time.Millisecond)
+	ops := []history.Op{
+		nem(10*ms, "kill", "n1", 0), nem(30*ms, "restart", "n1", 0), // before the clients were ready
+		nem(100*ms, "kill", "n3", 0), nem(180*ms, "restart", "n3", 0),
+		nem(200*ms, "kill", "n2", 0), nem(560*ms, "restart", "n2", 300*time.Millisecond),
+		nem(600*ms, history.Pause, "process 4 at before-write", 100*time.Millisecond),
+		nem(750*ms, history.Resume, "process 4 at before-write", 0),
+	}
+	got := Faults(ops, 50*ms)
+	want := []Sample{
+		{At: 100 * ms, Kind: Fault, Late: 80 * ms, What: "restart of n3"},
+		{At: 200 * ms, Kind: Fault, Late: 60 * ms, What: "restart of n2"},
+		{At: 600 * ms, Kind: Fault, Late: 50 * ms, What: "pause of process 4 at before-write"},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("sample %d: got %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestStarved(t *testing.T) {
+	ttl := 500 * time.Millisecond
+	ms := int64(time.Millisecond)
+	calm := []Sample{{At: 0, Kind: Timer, Late: 5 * ms}, {At: 50 * ms, Kind: Reply, Late: 99 * ms},
+		{At: 60 * ms, Kind: Fault, Late: 249 * ms, What: "restart of n3"}}
+	if why := Starved(nil, calm, ttl); why != "" {
+		t.Errorf("a run inside every limit was called starved: %s", why)
+	}
+	late := append(calm, Sample{At: 1500 * ms, Kind: Timer, Late: 180 * ms})
+	why := Starved(nil, late, ttl)
+	if !strings.Contains(why, "timers ran 180ms late at 1.500s") || strings.Contains(why, "reply") {
+		t.Errorf("starved by a late timer: got %q", why)
+	}
+	slowFault := append(calm, Sample{At: 900 * ms, Kind: Fault, Late: 401 * ms, What: "restart of n3"})
+	if why := Starved(nil, slowFault, ttl); !strings.Contains(why, "restart of n3 ran 401ms late") {
+		t.Errorf("starved by a slow restart: got %q", why)
+	}
+	unfit := []history.Op{nem(700*ms, StarvedOp, "the pause of process 0 could last only 40ms", 0)}
+	if why := Starved(unfit, calm, ttl); !strings.Contains(why, "at 0.700s the pause of process 0 could last only 40ms") {
+		t.Errorf("a fault the gate could not fit: got %q", why)
+	}
+}
