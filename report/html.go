@@ -31,11 +31,13 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 {{if .R.Finding}}<p class="verdict bad">finding: {{.R.Finding}}</p>{{end}}
 {{if .R.Explained}}<p class="verdict ok">expected: {{.R.Explained}}</p>{{end}}
 {{if .R.Vacuous}}<p class="verdict bad">vacuous: {{.R.Vacuous}}. The story did not happen, so the checkers' verdicts below prove nothing either way.</p>{{end}}
+{{if .R.Starved}}<p class="verdict bad">starved: {{.R.Starved}}. The harness ran too late for the story's timing to hold, so the checkers' verdicts below prove nothing either way.</p>{{end}}
 <p>{{.R.Story}}</p>
 <p class="muted">Why this is expected: {{.R.Expected.Why}}</p>
 <table>
 <tr><th>seed</th><td>{{.R.Seed}}</td><th>clients</th><td>{{.R.Clients}}</td><th>TTL</th><td>{{.R.TTL}}</td></tr>
 <tr><th>time limit</th><td>{{.R.TimeLimit}}</td><th>ops</th><td>{{len .R.Ops}}</td><th>started</th><td>{{.Started}}</td></tr>
+<tr><th>lateness</th><td colspan="5">{{.Lateness}}</td></tr>
 </table>
 <h2>What happened</h2>
 {{range .Headlines}}<p><b>{{.}}</b></p>{{end}}
@@ -101,7 +103,7 @@ func page(r *scenario.Result, charts []Chart, vector bool) error {
 	defer f.Close()
 	err = runPage.Execute(f, map[string]any{
 		"R": r, "Charts": charts, "Findings": findings, "More": more, "Faults": fs, "Headlines": headlines(r, faults),
-		"Started": r.Started.UTC().Format(time.RFC3339), "Vector": vector,
+		"Started": r.Started.UTC().Format(time.RFC3339), "Vector": vector, "Lateness": latenessLine(r),
 	})
 	if err != nil {
 		return fmt.Errorf("report: index.html: %w", err)
@@ -171,9 +173,9 @@ func countAll(vs []checker.Verdict) int {
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>locktorture results</title><style>` + style + `</style></head><body>
 <h1>locktorture results</h1>
-{{if .Matrix}}<h2>Last matrix ({{.Matrix.Matched}} of {{.Matrix.Total}} matched, {{.MatrixStarted}})</h2>
+{{if .Matrix}}<h2>Last matrix ({{.Matrix.Matched}} of {{.Matrix.Total}} matched{{if .Matrix.Starved}}, {{.Matrix.Starved}} starved{{end}}, {{.MatrixStarted}})</h2>
 <table><tr><th>scenario</th>{{range .Grid.Locks}}<th>{{.}}</th>{{end}}</tr>
-{{range .Grid.Rows}}<tr><td>{{.Scenario}}</td>{{range .Cells}}<td>{{if .Dir}}<a href="{{.Href}}" class="{{if .Matched}}valid{{else}}invalid{{end}}">{{.Outcome}}{{if not .Matched}} ✗{{end}}</a>{{else if .Outcome}}<span class="invalid">{{.Outcome}}</span>{{end}}</td>{{end}}</tr>{{end}}
+{{range .Grid.Rows}}<tr><td>{{.Scenario}}</td>{{range .Cells}}<td>{{if .Dir}}<a href="{{.Href}}" class="{{if .Matched}}valid{{else}}invalid{{end}}"{{if .Starved}} title="starved: {{.Starved}}"{{end}}>{{.Outcome}}{{if not .Matched}} ✗{{end}}</a>{{else if .Outcome}}<span class="invalid">{{.Outcome}}</span>{{end}}</td>{{end}}</tr>{{end}}
 </table>{{end}}
 <h2>Runs ({{len .Runs}})</h2>
 <table><tr><th>started</th><th>scenario</th><th>lock</th><th>expected</th><th>observed</th><th></th></tr>

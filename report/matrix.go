@@ -26,6 +26,10 @@ type Entry struct {
 	Dir string `json:"dir,omitempty"`
 	// Error says why the run could not be carried out.
 	Error string `json:"error,omitempty"`
+	// Starved says why the run's timing was not evidence (its Outcome is
+	// then scenario.Starved): the machine, not the lock, is what a reader
+	// of the matrix must look at.
+	Starved string `json:"starved,omitempty"`
 }
 
 // EntryOf summarises a run; err is the error Run returned, if any.
@@ -35,7 +39,7 @@ func EntryOf(scen, lock string, r *scenario.Result, err error) Entry {
 		e.Expected = s.Expect[lock]
 	}
 	if r != nil {
-		e.Outcome, e.Observations, e.Matched, e.Dir = r.Outcome, r.Observations, r.Matched, r.Dir
+		e.Outcome, e.Observations, e.Matched, e.Dir, e.Starved = r.Outcome, r.Observations, r.Matched, r.Dir, r.Starved
 	}
 	if err != nil {
 		e.Error, e.Matched = err.Error(), false
@@ -51,18 +55,25 @@ type Matrix struct {
 	Started time.Time `json:"started"`
 	Seed    int64     `json:"seed"`
 	// Shard is "i/n" for one slice of a matrix, empty for the whole one.
-	Shard   string  `json:"shard,omitempty"`
-	Matched int     `json:"matched"`
-	Total   int     `json:"total"`
+	Shard   string `json:"shard,omitempty"`
+	Matched int    `json:"matched"`
+	Total   int    `json:"total"`
+	// Starved counts the runs that did not match because the machine ran
+	// too late to judge them: a matrix short of matches for that wants a
+	// quieter machine, not a fix.
+	Starved int     `json:"starved,omitempty"`
 	Entries []Entry `json:"entries"`
 }
 
-// Count sets Total and Matched from the entries.
+// Count sets Total, Matched and Starved from the entries.
 func (m *Matrix) Count() {
-	m.Total, m.Matched = len(m.Entries), 0
+	m.Total, m.Matched, m.Starved = len(m.Entries), 0, 0
 	for _, e := range m.Entries {
 		if e.Matched {
 			m.Matched++
+		}
+		if e.Outcome == scenario.Starved {
+			m.Starved++
 		}
 	}
 }
@@ -185,12 +196,20 @@ func copyDir(src, dst string) error {
 	return nil
 }
 
-// MatrixTable prints one line per pair: expected, observed, matched.
+// MatrixTable prints one line per pair: expected, observed, matched (or
+// starved, and why).
 func MatrixTable(w io.Writer, entries []Entry) {
 	fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", "SCENARIO", "LOCK", "EXPECTED", "OBSERVED", "MATCHED")
 	for _, e := range entries {
 		mark := "ok"
-		if !e.Matched {
+		switch {
+		case e.Outcome == scenario.Starved:
+			// Not the lock's mismatch: the run was not judged.
+			mark = "STARVED"
+			if e.Starved != "" {
+				mark += ": " + e.Starved
+			}
+		case !e.Matched:
 			mark = "MISMATCH"
 			if e.Error != "" {
 				mark += ": " + e.Error

@@ -18,7 +18,8 @@ import (
 )
 
 // Write puts everything a person opens into the run directory:
-// results.json, timeline.html, the charts (PNG and SVG) and index.html.
+// results.json, timeline.html, the charts (PNG and SVG, with the harness's
+// lateness when it was measured) and index.html.
 func Write(r *scenario.Result) error {
 	if err := WriteResults(r); err != nil {
 		return err
@@ -29,6 +30,13 @@ func Write(r *scenario.Result) error {
 	charts, err := Charts(r.Ops)
 	if err != nil {
 		return err
+	}
+	// Lateness is measured beside the history, not in it: Charts, which
+	// sees only ops, cannot draw it.
+	if c, ok, err := latenessChart(r, Faults(r.Ops)); err != nil {
+		return err
+	} else if ok {
+		charts = append(charts, c)
 	}
 	// A run that came out as expected is rarely zoomed into: its charts
 	// are PNGs only.
@@ -189,8 +197,8 @@ func storeColor(t history.Type) string {
 }
 
 // Summary prints a few lines a person reads first: the verdict against the
-// expectation, each checker's answer with its first anomalies, and where the
-// files are.
+// expectation, each checker's answer with its first anomalies, how late the
+// harness ran, and where the files are.
 func Summary(w io.Writer, r *scenario.Result) {
 	mark := "MATCHED"
 	if !r.Matched {
@@ -205,6 +213,9 @@ func Summary(w io.Writer, r *scenario.Result) {
 	}
 	if r.Vacuous != "" {
 		fmt.Fprintf(w, "  vacuous: %s (the checkers' verdicts below prove nothing either way)\n", r.Vacuous)
+	}
+	if r.Starved != "" {
+		fmt.Fprintf(w, "  starved: %s (the checkers' verdicts below prove nothing either way)\n", r.Starved)
 	}
 	for _, h := range headlines(r, Faults(r.Ops)) {
 		fmt.Fprintf(w, "  %s\n", h)
@@ -226,6 +237,7 @@ func Summary(w io.Writer, r *scenario.Result) {
 	if v, ok := r.Verdict("resource"); ok {
 		fmt.Fprintf(w, "  store: %v writes accepted, %v stale writes rejected\n", v.Details["writes_accepted"], v.Details["stale_writes_rejected"])
 	}
+	fmt.Fprintf(w, "  lateness: %s\n", latenessLine(r))
 	if !r.Matched {
 		// A CI log may be all that is left of a run that did not match:
 		// what the nemesis did, and when, goes into it.

@@ -267,6 +267,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	matrix.Count()
 	fmt.Fprintf(stdout, "%d of %d runs matched their expectation; open %s\n", matrix.Matched, matrix.Total, filepath.Join(*out, "index.html"))
+	if matrix.Starved > 0 {
+		fmt.Fprintf(stdout, "%d run(s) starved again: the machine ran too late for their verdicts to be evidence (see each run's starved line)\n", matrix.Starved)
+	}
 	if len(rerun) > 0 {
 		fmt.Fprintf(stdout, "%d starved run(s) ran again, and the counts are of the second runs: %s\n", len(rerun), strings.Join(rerun, "; "))
 	}

@@ -1,0 +1,265 @@
+package report
+
+import (
+	"cmp"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/text"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+
+	"github.com/locktorture/locktorture/lateness"
+	"github.com/locktorture/locktorture/scenario"
+)
+
+// latenessFloor is the least lateness drawn, in ms: a window that woke on
+// time has lateness 0, which a log scale cannot show, and below 10 µs the
+// scheduler's noise says nothing anyway.
+const latenessFloor = 0.01
+
+// latenessLabels bounds how many fault samples are named on the chart: a
+// random run's dozens of faults would bury each other's names, and the
+// worst ones are those a reader looks for.
+const latenessLabels = 8
+
+// latenessCells is how many x cells each line keeps its worst window of:
+// a few per pixel, so an hour's run draws what a minute's would, peaks
+// included (a thinned line that dropped a peak would hide a starving).
+const latenessCells = 1500
+
+// Lateness charts how late the harness ran through a run: the worst timer
+// and reply lateness of each window as lines, each fault's own overrun as
+// a named point, and the limits at ttl past which the run is starved (for
+// timers and replies, and for a fault's own work; none when ttl is zero)
+// as dashed lines, so a starved verdict can be seen against the faults it
+// fell among. ok is false when nothing was measured (a run cut short
+// before its clients were up).
+func Lateness(samples []lateness.Sample, ttl time.Duration, faults []Fault) (Chart, bool, error) {
+	if len(samples) == 0 {
+		return Chart{}, false, nil
+	}
+	ms := func(ns int64) float64 { return math.Max(float64(ns)/1e6, latenessFloor) }
+	byKind := map[lateness.Kind]plotter.XYs{}
+	var fs []lateness.Sample
+	xmax, ymax := 0.0, latenessFloor
+	for _, s := range samples {
+		x := float64(s.At) / 1e9
+		xmax, ymax = math.Max(xmax, x), math.Max(ymax, ms(s.Late))
+		if s.Kind == lateness.Fault {
+			fs = append(fs, s)
+			continue
+		}
+		byKind[s.Kind] = append(byKind[s.Kind], plotter.XY{X: x, Y: ms(s.Late)})
+	}
+	for _, f := range faults {
+		xmax = math.Max(xmax, float64(f.End)/1e9)
+	}
+	p := newPlot("How late the harness ran", "lateness (ms, log scale)")
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	addBands(p, faults)
+	series := 0
+	lines := []struct {
+		kind  lateness.Kind
+		label string
+	}{
+		{lateness.Timer, "harness timers"},
+		{lateness.Reply, "a node's replies"},
+	}
+	for i, k := range lines {
+		xys := byKind[k.kind]
+		if len(xys) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(peaks(xys, xmax))
+		if err != nil {
+			return Chart{}, false, err
+		}
+		l.LineStyle = draw.LineStyle{Color: palette[[]int{0, 2}[i]], Width: vg.Points(1)}
+		p.Add(l)
+		p.Legend.Add(k.label, l)
+		series++
+	}
+	if len(fs) > 0 {
+		var xys plotter.XYs
+		for _, s := range fs {
+			xys = append(xys, plotter.XY{X: float64(s.At) / 1e9, Y: ms(s.Late)})
+		}
+		sc, err := plotter.NewScatter(xys)
+		if err != nil {
+			return Chart{}, false, err
+		}
+		sc.GlyphStyle = draw.GlyphStyle{Color: palette[1], Radius: vg.Points(3), Shape: draw.PyramidGlyph{}}
+		p.Add(sc)
+		p.Legend.Add("a fault's own work", sc)
+		series++
+		if err := labelFaults(p, fs, ms, xmax); err != nil {
+			return Chart{}, false, err
+		}
+	}
+	limits := []struct {
+		at    time.Duration
+		label string
+		dash  vg.Length
+	}{
+		{lateness.Limit(ttl), fmt.Sprintf("starved above (timers, replies): %.0f%% of TTL", lateness.Fraction*100), vg.Points(6)},
+		{lateness.FaultLimit(ttl), fmt.Sprintf("starved above (a fault's work): %.0f%% of TTL", lateness.FaultFraction*100), vg.Points(2)},
+	}
+	for _, lim := range limits {
+		if lim.at <= 0 {
+			continue
+		}
+		y := float64(lim.at) / 1e6
+		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: y}, {X: xmax, Y: y}})
+		if err != nil {
+			return Chart{}, false, err
+		}
+		l.LineStyle = draw.LineStyle{Color: colorBad, Width: vg.Points(1.2), Dashes: []vg.Length{lim.dash, vg.Points(4)}}
+		p.Add(l)
+		p.Legend.Add(lim.label, l)
+		series++
+		// The limit's value, which a log axis does not let a reader read
+		// off, is written on its line.
+		v, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: 0, Y: y}}, Labels: []string{lim.at.String()}})
+		if err != nil {
+			return Chart{}, false, err
+		}
+		v.TextStyle[0].Font.Size, v.TextStyle[0].Color = vg.Points(8), colorBad
+		v.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(2)}
+		p.Add(v)
+		ymax = math.Max(ymax, y)
+	}
+	// From the start of the run, with room above the limit line and the
+	// worst point so neither sits on the border.
+	p.X.Min, p.X.Max, p.Y.Max = 0, math.Max(xmax, p.X.Max), ymax*3
+	p.Y.Min = math.Min(p.Y.Min, latenessFloor)
+	return Chart{Name: "lateness", Title: p.Title.Text, Series: series, plot: p, height: 3.5 * vg.Inch}, true, nil
+}
+
+// labelFaults names the worst fault samples beside their points; a name
+// near the right edge is set to the left of its point, so it stays out of
+// the legend's strip.
+func labelFaults(p *plot.Plot, fs []lateness.Sample, ms func(int64) float64, xmax float64) error {
+	worst := slices.SortedFunc(slices.Values(fs), func(a, b lateness.Sample) int { return cmp.Compare(b.Late, a.Late) })
+	worst = worst[:min(len(worst), latenessLabels)]
+	var left, right plotter.XYLabels
+	for _, s := range worst {
+		xy := plotter.XY{X: float64(s.At) / 1e9, Y: ms(s.Late)}
+		name := fmt.Sprintf("%s: %s", s.What, fmtLate(time.Duration(s.Late)))
+		if xy.X > 0.7*xmax {
+			left.XYs, left.Labels = append(left.XYs, xy), append(left.Labels, name)
+		} else {
+			right.XYs, right.Labels = append(right.XYs, xy), append(right.Labels, name)
+		}
+	}
+	for _, side := range []struct {
+		l     plotter.XYLabels
+		align text.XAlignment
+		dx    vg.Length
+	}{{right, text.XLeft, vg.Points(5)}, {left, text.XRight, -vg.Points(5)}} {
+		if len(side.l.XYs) == 0 {
+			continue
+		}
+		ls, err := plotter.NewLabels(side.l)
+		if err != nil {
+			return err
+		}
+		for i := range ls.TextStyle {
+			ls.TextStyle[i].XAlign, ls.TextStyle[i].YAlign = side.align, text.YCenter
+			ls.TextStyle[i].Font.Size = vg.Points(8)
+			ls.TextStyle[i].Color = palette[1]
+		}
+		ls.Offset = vg.Point{X: side.dx}
+		p.Add(ls)
+	}
+	return nil
+}
+
+// peaks keeps the worst point of each of latenessCells slices of [0, xmax],
+// in x order.
+func peaks(xys plotter.XYs, xmax float64) plotter.XYs {
+	xys = slices.Clone(xys)
+	slices.SortFunc(xys, func(a, b plotter.XY) int { return cmp.Compare(a.X, b.X) })
+	if len(xys) <= latenessCells || xmax <= 0 {
+		return xys
+	}
+	var out plotter.XYs
+	last := -1
+	for _, p := range xys {
+		c := int(p.X / xmax * latenessCells)
+		if c != last || len(out) == 0 {
+			out = append(out, p)
+			last = c
+			continue
+		}
+		if p.Y > out[len(out)-1].Y {
+			out[len(out)-1] = p
+		}
+	}
+	return out
+}
+
+// latenessChart is r's lateness chart, if it measured any.
+func latenessChart(r *scenario.Result, faults []Fault) (Chart, bool, error) {
+	return Lateness(r.Lateness, runTTL(r), faults)
+}
+
+// runTTL is r's TTL, or zero for a result whose TTL cannot be read (one
+// stored before TTLs were).
+func runTTL(r *scenario.Result) time.Duration {
+	ttl, err := time.ParseDuration(r.TTL)
+	if err != nil || ttl <= 0 {
+		return 0
+	}
+	return ttl
+}
+
+// latenessLine is the worst lateness of each kind in a few words, with the
+// limit: what a reader checks before trusting a verdict that rests on
+// timing.
+func latenessLine(r *scenario.Result) string {
+	if len(r.Lateness) == 0 {
+		return "not measured"
+	}
+	worst := lateness.Worst(r.Lateness)
+	var parts []string
+	for _, k := range []struct {
+		kind lateness.Kind
+		name string
+	}{{lateness.Timer, "timers"}, {lateness.Reply, "replies"}, {lateness.Fault, "faults"}} {
+		d, ok := worst[k.kind]
+		if !ok {
+			// A kind with no sample was not measured (no probe node, no
+			// fault with work of its own): "0s" would claim it was on time.
+			parts = append(parts, k.name+" –")
+			continue
+		}
+		parts = append(parts, k.name+" "+fmtLate(d))
+	}
+	line := strings.Join(parts, ", ")
+	if ttl := runTTL(r); ttl > 0 {
+		line += fmt.Sprintf(" (limits: %s, faults %s)", lateness.Limit(ttl), lateness.FaultLimit(ttl))
+	}
+	return line
+}
+
+// fmtLate rounds a lateness to what a reader compares with a limit of
+// tens of ms or more: whole ms from 10 ms, a tenth of one below, and µs
+// under a millisecond.
+func fmtLate(d time.Duration) string {
+	switch {
+	case d >= 10*time.Millisecond:
+		d = d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(100 * time.Microsecond)
+	default:
+		d = d.Round(time.Microsecond)
+	}
+	return d.String()
+}
