@@ -9,55 +9,6 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
-// Hold is one span during which a process believed it held a key: from the
-// return of its successful acquire until it invoked release, was retired by
-// an unknown outcome, or the history ended.
-type Hold struct {
-	Key     string
-	Process int
-	Start   int64
-	End     int64
-	// Open is true when the history ended with the hold still believed.
-	Open bool
-}
-
-// Holds extracts every belief interval from a history.
-func Holds(ops []history.Op) []Hold {
-	var out []Hold
-	type at struct {
-		key   string
-		start int64
-	}
-	open := map[int]at{}
-	var last int64
-	closeHold := func(p int, end int64) {
-		if h, ok := open[p]; ok {
-			out = append(out, Hold{Key: h.key, Process: p, Start: h.start, End: end})
-			delete(open, p)
-		}
-	}
-	for _, op := range ops {
-		last = op.Time
-		if op.Process == history.NemesisProcess {
-			continue
-		}
-		switch {
-		case op.F == history.Acquire && op.Type == history.OK:
-			open[op.Process] = at{key: op.Key, start: op.Time}
-		case op.F == history.Release && op.Type == history.Invoke:
-			closeHold(op.Process, op.Time)
-		case op.Type == history.Info:
-			// A retired process is gone; whatever it believed ends here.
-			closeHold(op.Process, op.Time)
-		}
-	}
-	for p, h := range open {
-		out = append(out, Hold{Key: h.key, Process: p, Start: h.start, End: last, Open: true})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Start < out[j].Start })
-	return out
-}
-
 // Overlap is a span during which two processes held one key: A's hold
 // (begun at AStart) was still on when B's began.
 type Overlap struct {
@@ -68,7 +19,9 @@ type Overlap struct {
 }
 
 // Overlaps finds every pair of holds of different processes on one key
-// that overlap in time, ordered by key, then by the earlier hold's start.
+// where one began while the other was held, ordered by key, then by the
+// earlier hold's start. Holds that began at the same instant overlap if
+// either lasted at all.
 func Overlaps(holds []Hold) []Overlap {
 	byKey := map[string][]Hold{}
 	for _, h := range holds {
@@ -78,12 +31,20 @@ func Overlaps(holds []Hold) []Overlap {
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		hs := byKey[k]
 		sort.SliceStable(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
-		for i := range hs {
-			for j := i + 1; j < len(hs) && hs[j].Start < hs[i].End; j++ {
-				a, b := hs[i], hs[j]
-				if a.Process != b.Process {
-					out = append(out, Overlap{Key: k, A: a.Process, B: b.Process, AStart: a.Start, Start: b.Start, End: min(a.End, b.End)})
+		for i, a := range hs {
+			for _, b := range hs[i+1:] {
+				if b.Start > a.Start && b.Start >= a.End && !a.Open {
+					break // neither this one nor any later began during a
 				}
+				first, second := a, b
+				if !a.beganDuring(b) {
+					first, second = b, a // both began at one instant, and a lasted not at all
+				}
+				if a.Process == b.Process || !first.beganDuring(second) {
+					continue
+				}
+				out = append(out, Overlap{Key: k, A: first.Process, B: second.Process, AStart: first.Start,
+					Start: second.Start, End: min(a.End, b.End)})
 			}
 		}
 	}
@@ -100,7 +61,11 @@ func (Intervals) Name() string { return "intervals" }
 
 // Check reports every overlapping pair of holds.
 func (Intervals) Check(ops []history.Op) Verdict {
-	holds := Holds(ops)
+	hs, refusals := holdsOf(ops)
+	holds := make([]Hold, len(hs))
+	for i := range hs {
+		holds[i] = hs[i].Hold
+	}
 	v := Verdict{Checker: "intervals", Valid: Valid, Details: map[string]any{"holds": len(holds)}}
 	count := 0
 	var overlap int64
@@ -118,7 +83,7 @@ func (Intervals) Check(ops []history.Op) Verdict {
 		v.Details["double_holders"] = count
 		v.Details["overlap_ns"] = overlap
 	}
-	if n := foreignReleases(ops, holds, &v); n > 0 {
+	if n := foreignReleases(hs, refusals, &v); n > 0 {
 		v.Details["foreign_releases"] = n
 	}
 	return v
@@ -134,70 +99,77 @@ func (Intervals) Check(ops []history.Op) Verdict {
 //     refused while its lease was still promised (Refused): the key it was
 //     promised was gone, and the DEL in flight is what took it.
 //
+// A release that returned while its own lease was still promised is
+// never foreign: the lock said the key was the releaser's all the while
+// the release ran, so the key it deleted was its own. Another holder
+// then means the lock granted the key twice, which double-holder and
+// promise-broken report.
+//
 // The history cannot say what a DEL deleted: the text says what the
 // history shows, and claims the deletion only with the refusal as witness.
-func foreignReleases(ops []history.Op, holds []Hold, v *Verdict) int {
-	type end struct {
+func foreignReleases(holds []hold, refusals []Refusal, v *Verdict) int {
+	type id struct {
 		process int
 		key     string
-		at      int64
+		start   int64
 	}
-	ended := map[end]Hold{} // a hold by the release invoke that ended it
-	byKey := map[string][]Hold{}
+	byKey := map[string][]Hold{} // ordered by start, as holds are
 	for _, h := range holds {
-		ended[end{h.Process, h.Key, h.End}] = h
-		byKey[h.Key] = append(byKey[h.Key], h)
+		byKey[h.Key] = append(byKey[h.Key], h.Hold)
 	}
-	for _, hs := range byKey {
-		sort.Slice(hs, func(i, j int) bool { return hs[i].Start < hs[j].Start })
-	}
-	refused := map[end]Refusal{} // by the release invoke that ended the hold
-	for _, r := range Refused(ops) {
-		refused[end{r.Process, r.Key, r.End}] = r
+	refused := map[id][]Refusal{} // a hold's releases refused within its lease, in order
+	for _, r := range refusals {
+		k := id{r.Process, r.Key, r.Start}
+		refused[k] = append(refused[k], r)
 	}
 	n := 0
-	for _, p := range history.Pairs(ops) {
-		inv := p.Invoke
-		if inv.F != history.Release || p.Completion == nil || p.Completion.Type != history.OK {
+	for i := range holds {
+		mine := &holds[i]
+		c := mine.release
+		if c == nil || c.Type != history.OK || c.Time < mine.deadline(mine.End) {
 			continue
 		}
-		mine, ok := ended[end{inv.Process, inv.Key, inv.Time}]
-		if !ok {
-			continue
-		}
-		hs := byKey[inv.Key]
+		sent := mine.End
+		hs := byKey[mine.Key]
 		// Holds that began after mine and before my release returned...
-		i := sort.Search(len(hs), func(i int) bool { return hs[i].Start > mine.Start })
-		for ; i < len(hs) && hs[i].Start < p.Completion.Time; i++ {
-			q := hs[i]
-			if q.Process == inv.Process || q.End <= inv.Time {
+		j := sort.Search(len(hs), func(j int) bool { return hs[j].Start > mine.Start })
+		for ; j < len(hs) && hs[j].Start < c.Time; j++ {
+			q := hs[j]
+			if q.Process == mine.Process || q.End <= sent {
 				continue
 			}
-			r, wasRefused := refused[end{q.Process, q.Key, q.End}]
+			var r Refusal
+			wasRefused := false
+			for _, x := range refused[id{q.Process, q.Key, q.Start}] {
+				if x.Sent >= sent {
+					r, wasRefused = x, true
+					break
+				}
+			}
 			var text string
 			switch {
-			case q.Start < inv.Time && wasRefused:
+			case q.Start < sent && wasRefused:
 				// ...still on when it was sent, and the victim's own
 				// release later refused within its lease;
 				text = fmt.Sprintf("process %d's release at %s succeeded while process %d held %q; process %d's own release at %s, "+
 					"within its lease, was refused: the key had been deleted from under it",
-					inv.Process, seconds(inv.Time), q.Process, inv.Key, q.Process, seconds(r.End))
-			case q.Start < inv.Time:
+					mine.Process, seconds(sent), q.Process, mine.Key, q.Process, seconds(r.Sent))
+			case q.Start < sent:
 				// ...still on when it was sent;
 				text = fmt.Sprintf("process %d's release at %s succeeded while process %d held %q: if it deleted anything, it was process %d's lock",
-					inv.Process, seconds(inv.Time), q.Process, inv.Key, q.Process)
+					mine.Process, seconds(sent), q.Process, mine.Key, q.Process)
 			case wasRefused:
 				// ...or begun while it was in flight, with the victim's
 				// release refused within its lease.
 				text = fmt.Sprintf("process %d acquired %q at %s while process %d's release (sent at %s) was in flight; process %d's own release at %s, "+
 					"%s later and within its lease, was refused: the release in flight deleted process %d's lock",
-					q.Process, inv.Key, seconds(q.Start), inv.Process, seconds(inv.Time), q.Process, seconds(r.End), span(r.End-q.Start), q.Process)
+					q.Process, mine.Key, seconds(q.Start), mine.Process, seconds(sent), q.Process, seconds(r.Sent), span(r.Sent-q.Start), q.Process)
 			default:
 				continue
 			}
 			n++
-			v.add(Anomaly{Kind: "foreign-release", Key: inv.Key, Processes: []int{inv.Process, q.Process},
-				Start: inv.Time, End: p.Completion.Time, Text: text})
+			v.add(Anomaly{Kind: "foreign-release", Key: mine.Key, Processes: []int{mine.Process, q.Process},
+				Start: sent, End: c.Time, Text: text})
 		}
 	}
 	return n

@@ -17,7 +17,7 @@ import (
 
 // MutexInput is what porcupine sees of a lock op.
 type MutexInput struct {
-	F       string // history.Acquire or history.Release
+	F       string // history.Acquire, history.Release or "lapse"
 	Key     string
 	Process int
 	// from is the state a segment starts in, for the op that opens it.
@@ -26,6 +26,11 @@ type MutexInput struct {
 
 // from names the op that opens a segment in its starting state.
 const from = "from"
+
+// lapse names the op by which a retired holder's lease runs out: its
+// process gave nothing back, yet the key is free again once the lease is
+// over, every entry of it at once.
+const lapse = "lapse"
 
 // MutexOutput is the op's outcome; Unknown ops are the info ones. Fence is
 // the fencing token an acquire returned (0: none).
@@ -64,7 +69,10 @@ const (
 // a free key (or, reentrant, re-enters one); release by the holder (ok or
 // refused: either way its belief ends) frees it (reentrant: counts down);
 // failed acquires change nothing; an unknown acquire may or may not have
-// taken the key, and an unknown release may or may not have freed it.
+// taken the key, and an unknown release may or may not have freed it. A
+// lapse frees its process's key whole, whatever the count, or leaves the
+// state be (it has no outcome: placed last, it would not matter); of a key
+// its process does not hold it changes nothing.
 func Model(s Semantics) porcupine.Model {
 	m := porcupine.NondeterministicModel{
 		Partition: partitionByKey,
@@ -130,6 +138,11 @@ func step(s Semantics, st MutexState, in MutexInput, out MutexOutput) []any {
 			}
 		}
 		return []any{st}
+	case lapse:
+		if st.Holder != in.Process {
+			return []any{st}
+		}
+		return []any{MutexState{Holder: free, Fence: st.Fence}, st}
 	case history.Release:
 		if st.Holder != in.Process {
 			return nil
@@ -159,103 +172,6 @@ func partitionByKey(ops []porcupine.Operation) [][]porcupine.Operation {
 	out := make([][]porcupine.Operation, 0, len(keys))
 	for _, k := range keys {
 		out = append(out, byKey[k])
-	}
-	return out
-}
-
-// MutexOperations turns the lock ops of a history into porcupine operations.
-// An op with no completion or an info completion returns at +inf: it may
-// take effect at any time after its call. A process retired while holding a
-// key (it crashed, or an op in its critical section had an unknown outcome)
-// never releases it, yet its lease runs out: it gets a release of unknown
-// outcome at its retirement, which may take effect any time after.
-//
-// Three reductions keep the verdict and are what keeps the search small on
-// long, faulty runs:
-//   - a failed acquire is left out: every model allows it in every state
-//     and it changes nothing, so it can be added to or removed from any
-//     linearization;
-//   - an acquire of unknown outcome that is its process's last op is left
-//     out: it returns at +inf, so a linearization of the rest extends to one
-//     of the whole by placing it last, without effect; and in a
-//     linearization of the whole where it took the key, nothing after it can
-//     be a success of another process (the key stays its holder's: no
-//     release follows), so every later op is a failed acquire or an unknown
-//     one that may as well not take effect, and removing it leaves a
-//     linearization;
-//   - a release of unknown outcome that is its process's last op returns at
-//     its call instead of +inf, and may be taken to have freed the key: in a
-//     linearization of the whole, between that call and the point where the
-//     release took effect (or the end, if it never did) its process holds
-//     the key, so every op of another process placed there is one that may
-//     leave the state as it is (an unknown acquire that did not take
-//     effect); moving the release to its call, which every op called later
-//     follows and every op returned earlier precedes, frees the key sooner
-//     and leaves those ops legal. Its process has no later op that needs
-//     the key held.
-//
-// TestReductionKeepsTheVerdict checks this against the full search on
-// random histories.
-func MutexOperations(ops []history.Op) []porcupine.Operation {
-	return mutexOperations(ops, true)
-}
-
-func mutexOperations(ops []history.Op, reduce bool) []porcupine.Operation {
-	pairs := history.Pairs(ops)
-	last := map[int]int{} // each process's last op, as a place in pairs
-	for i, p := range pairs {
-		last[p.Invoke.Process] = i
-	}
-	var out []porcupine.Operation
-	holding := map[int]string{}
-	for i, p := range pairs {
-		inv := p.Invoke
-		if inv.Process == history.NemesisProcess {
-			continue
-		}
-		if inv.F != history.Acquire && inv.F != history.Release {
-			if c := p.Completion; c != nil && c.Type == history.Info {
-				if key, ok := holding[inv.Process]; ok {
-					ret := int64(math.MaxInt64)
-					if reduce && last[inv.Process] == i {
-						ret = c.Time
-					}
-					out = append(out, porcupine.Operation{ClientId: inv.Process,
-						Input: MutexInput{F: history.Release, Key: key, Process: inv.Process}, Call: c.Time,
-						Output: MutexOutput{Type: history.Info}, Return: ret})
-					delete(holding, inv.Process)
-				}
-			}
-			continue
-		}
-		o := porcupine.Operation{
-			ClientId: inv.Process,
-			Input:    MutexInput{F: inv.F, Key: inv.Key, Process: inv.Process},
-			Call:     inv.Time,
-			Output:   MutexOutput{Type: history.Info},
-			Return:   math.MaxInt64,
-		}
-		if c := p.Completion; c != nil && c.Type != history.Info {
-			o.Output = MutexOutput{Type: c.Type}
-			if c.Value != nil {
-				o.Output = MutexOutput{Type: c.Type, Fence: c.Value.Fence}
-			}
-			o.Return = c.Time
-		}
-		typ := o.Output.(MutexOutput).Type
-		switch {
-		case inv.F == history.Acquire && typ == history.OK:
-			holding[inv.Process] = inv.Key
-		case inv.F == history.Release:
-			delete(holding, inv.Process)
-		}
-		if reduce && inv.F == history.Acquire && (typ == history.Fail || typ == history.Info && last[inv.Process] == i) {
-			continue
-		}
-		if reduce && inv.F == history.Release && typ == history.Info && last[inv.Process] == i {
-			o.Return = o.Call
-		}
-		out = append(out, o)
 	}
 	return out
 }
@@ -406,16 +322,19 @@ const minSegment = 250
 //     there, and its process has no other op in flight.
 //
 // Without these cuts, blocking acquires that wait through one hold after
-// another leave no quiescent point on a busy key.
+// another leave no quiescent point on a busy key. No cut is made while an
+// acquire in flight was called at the instant an op of its own process
+// returned: porcupine takes the two as concurrent and may order the
+// acquire first, which moving it past the cut would forbid.
 //
 // The state at a cut is known without a search: the ops before it are
 // settled (failed and unknown acquires are reduced away or return at +inf,
-// so no cut follows them; a last unknown release is taken to have freed
-// the key, which the reduction shows to be harmless), and in any legal
-// order of them the holder is the one process with more successful
-// acquires than releases, the count is that surplus, and the fence is the
-// greatest handed out. If they have no legal order the verdict is illegal
-// whatever follows.
+// so no cut follows them; a last unknown release or a lapse is taken to
+// have freed the key, which the reduction shows to be harmless), and in
+// any legal order of them the holder is the one process with more
+// successful acquires than releases and no lapse, the count is that
+// surplus, and the fence is the greatest handed out. If they have no
+// legal order the verdict is illegal whatever follows.
 func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment {
 	var out []segment
 	for _, kops := range partitionByKey(ops) {
@@ -442,6 +361,17 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 		// of them, how many are not successful acquires (they block a cut).
 		flying := &byReturn{}
 		blocking := 0
+		returned := map[int]int64{} // each process's latest return among the ops settled
+		// tied: an acquire in flight was called at the instant an op of
+		// its own process returned.
+		tied := func() bool {
+			for _, f := range *flying {
+				if r, ok := returned[f.ClientId]; ok && r >= f.Call {
+					return true
+				}
+			}
+			return false
+		}
 		isAcquire := func(o porcupine.Operation) bool {
 			return o.Input.(MutexInput).F == history.Acquire && o.Output.(MutexOutput).Type == history.OK
 		}
@@ -451,20 +381,26 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 			for flying.Len() > 0 && (*flying)[0].Return < o.Call {
 				done := heap.Pop(flying).(porcupine.Operation)
 				in, res := done.Input.(MutexInput), done.Output.(MutexOutput)
+				if r, ok := returned[done.ClientId]; !ok || done.Return > r {
+					returned[done.ClientId] = done.Return
+				}
 				switch {
 				case isAcquire(done):
 					net[in.Process]++
 					fence = max(fence, res.Fence)
 				default:
 					blocking--
-					if in.F == history.Release {
+					switch in.F {
+					case history.Release:
 						if net[in.Process]--; net[in.Process] == 0 {
 							delete(net, in.Process)
 						}
+					case lapse:
+						delete(net, in.Process)
 					}
 				}
 			}
-			if len(cur.ops) >= minOps && blocking == 0 {
+			if len(cur.ops) >= minOps && blocking == 0 && !tied() {
 				st := state()
 				settled := len(cur.ops) - flying.Len() // in flight: all in cur, moved ones included
 				if settled > 0 {

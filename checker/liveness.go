@@ -12,10 +12,25 @@ import (
 
 // Liveness finds deadlocked keys: a key that nobody holds and nobody can
 // acquire for longer than the lock's TTL allows, while clients keep trying
-// (the SETNX-then-crash-before-EXPIRE deadlock, S1). The clock of a stall
-// restarts at every nemesis action: the nemesis may legitimately make a key
-// unreachable while a fault lasts, but once the last fault is undone the
-// key must come back within the allowance.
+// (the SETNX-then-crash-before-EXPIRE deadlock, S1).
+//
+// A stall is a stretch in which the key was certainly free and nobody got
+// it. It begins at the latest of:
+//   - the first acquire of the key: before the clients were ready nobody
+//     could have taken it;
+//   - the end of every hold begun before it;
+//   - the completion of every acquire of unknown outcome begun before it:
+//     such an acquire may have taken the key as late as that, and its lease
+//     may then run a whole TTL, which the allowance covers, so a stall
+//     cannot be blamed on the lock while that lease may still be live;
+//   - the last nemesis action: the nemesis may legitimately make a key
+//     unreachable while a fault lasts, but once the last fault is undone
+//     the key must come back within the allowance.
+//
+// It ends at the next grant, at the call of the next acquire of unknown
+// outcome (which may have taken the key there), or at the end of the run.
+// It is a deadlock when it is longer than the allowance and an acquire
+// failed after the allowance ran out.
 type Liveness struct {
 	// Allowance is the longest stall a correct lock may show: its TTL, plus
 	// the waiter timeout where a dead waiter may hold a queue, plus slack.
@@ -25,6 +40,9 @@ type Liveness struct {
 // Name is "liveness".
 func (Liveness) Name() string { return "liveness" }
 
+// busy is a span in which a key was held, or may have been.
+type busy struct{ start, end int64 }
+
 // Check reports stalls longer than the allowance.
 func (l Liveness) Check(ops []history.Op) Verdict {
 	v := Verdict{Checker: "liveness", Valid: Valid, Details: map[string]any{"allowance_ns": int64(l.Allowance)}}
@@ -32,56 +50,73 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 		return v
 	}
 	end := ops[len(ops)-1].Time
+	allow := int64(l.Allowance)
 	var nemesisAt []int64
-	grants := map[string][]int64{}
+	ready := map[string]int64{}
+	spans := map[string][]busy{}
 	fails := map[string][]int64{}
 	for _, op := range ops {
-		switch {
-		case op.Process == history.NemesisProcess && op.Type != history.Invoke:
-			nemesisAt = append(nemesisAt, op.Time)
-		case op.F == history.Acquire && op.Type == history.OK:
-			grants[op.Key] = append(grants[op.Key], op.Time)
-		case op.F == history.Acquire && op.Type == history.Fail:
-			fails[op.Key] = append(fails[op.Key], op.Time)
+		if op.Process == history.NemesisProcess && op.Type != history.Invoke {
+			nemesisAt = append(nemesisAt, op.Time) // in time order, as recorded
 		}
 	}
-	holdsByKey := map[string][]Hold{}
+	for _, p := range history.Pairs(ops) {
+		inv, c := p.Invoke, p.Completion
+		if inv.Process == history.NemesisProcess || inv.F != history.Acquire {
+			continue
+		}
+		if _, ok := ready[inv.Key]; !ok {
+			ready[inv.Key] = inv.Time
+		}
+		switch {
+		case c == nil:
+			spans[inv.Key] = append(spans[inv.Key], busy{inv.Time, end})
+		case c.Type == history.Info:
+			spans[inv.Key] = append(spans[inv.Key], busy{inv.Time, c.Time})
+		case c.Type == history.Fail:
+			fails[inv.Key] = append(fails[inv.Key], c.Time)
+		}
+	}
 	for _, h := range Holds(ops) {
-		holdsByKey[h.Key] = append(holdsByKey[h.Key], h)
+		spans[h.Key] = append(spans[h.Key], busy{h.Start, h.End})
 	}
 	var longest int64
 	for _, k := range slices.Sorted(maps.Keys(fails)) {
-		// Free stretches: from the end of the last hold to the next grant.
-		var busyUntil int64
-		hs := holdsByKey[k] // sorted by start
-		hi := 0
-		next := append(append([]int64(nil), grants[k]...), end)
-		for _, g := range next {
-			for hi < len(hs) && hs[hi].Start < g {
-				busyUntil = max(busyUntil, hs[hi].End)
-				hi++
+		fs := fails[k]
+		slices.Sort(fs)
+		ss := spans[k]
+		sort.Slice(ss, func(i, j int) bool { return ss[i].start < ss[j].start })
+		busyUntil := ready[k]
+		for i := 0; i <= len(ss); i++ {
+			// Every span begun at one instant ends one stall (the run's
+			// end, after the last span, ends the last).
+			g, last := end, i == len(ss)
+			if !last {
+				g = ss[i].start
+				if i > 0 && g == ss[i-1].start {
+					continue
+				}
+			} else if len(ss) > 0 && ss[len(ss)-1].start == end {
+				break
 			}
 			from := max(busyUntil, lastBefore(nemesisAt, g))
-			if g != end {
-				longest = max(longest, g-from)
+			for j := i; j < len(ss) && ss[j].start == g; j++ {
+				busyUntil = max(busyUntil, ss[j].end)
 			}
-			if g-from <= int64(l.Allowance) {
+			if g <= from {
 				continue
 			}
-			// Someone must have tried and failed after the allowance ran out.
-			tried := false
-			for _, f := range fails[k] {
-				if f > from+int64(l.Allowance) && f <= g {
-					tried = true
-					break
-				}
+			if !last {
+				longest = max(longest, g-from)
 			}
-			if !tried {
+			// Someone must have tried and failed after the allowance ran out.
+			f := sort.Search(len(fs), func(j int) bool { return fs[j] > from+allow })
+			if g-from <= allow || f == len(fs) || fs[f] > g {
 				continue
 			}
 			longest = max(longest, g-from)
 			until := "the end of the run"
-			if g != end {
+			if !last {
 				until = seconds(g)
 			}
 			v.add(Anomaly{Kind: "deadlock", Key: k, Start: from, End: g,
@@ -89,8 +124,8 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 					k, seconds(from), until, span(g-from), l.Allowance)})
 		}
 	}
-	// The longest wait from a key falling free (or the last fault) to its
-	// next grant, flagged or not: how close a correct lock came.
+	// The longest stall that ended, flagged or not (how close a correct
+	// lock came), or the flagged one still on at the end, if longer.
 	v.Details["longest_stall_ns"] = longest
 	return v
 }

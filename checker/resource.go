@@ -2,6 +2,8 @@ package checker
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 
 	"github.com/locktorture/locktorture/history"
@@ -31,7 +33,8 @@ type write struct {
 func (Resource) Check(ops []history.Op) Verdict {
 	v := Verdict{Checker: "resource", Valid: Valid, Details: map[string]any{}}
 	var accepted []write
-	unknown, rejected := 0, 0
+	unknown := map[string]int{} // writes of unknown outcome, by key
+	rejected := 0
 	type read struct {
 		at, value int64
 	}
@@ -54,7 +57,7 @@ func (Resource) Check(ops []history.Op) Verdict {
 			lastWrite[inv.Key] = max(lastWrite[inv.Key], done)
 			switch {
 			case c == nil || c.Type == history.Info:
-				unknown++
+				unknown[inv.Key]++
 			case c.Type == history.Fail:
 				if c.Error == ErrStaleFence {
 					rejected++
@@ -70,10 +73,14 @@ func (Resource) Check(ops []history.Op) Verdict {
 		}
 	}
 	v.Details["writes_accepted"] = len(accepted)
-	v.Details["writes_unknown"] = unknown
+	nUnknown := 0
+	for _, n := range unknown {
+		nUnknown += n
+	}
+	v.Details["writes_unknown"] = nUnknown
 	v.Details["stale_writes_rejected"] = rejected
 
-	lost := 0
+	lost := map[string]int{} // by key
 	first := map[string]map[int64]write{}
 	for _, w := range accepted {
 		seen := first[w.key]
@@ -82,7 +89,7 @@ func (Resource) Check(ops []history.Op) Verdict {
 			first[w.key] = seen
 		}
 		if prev, dup := seen[w.reg]; dup {
-			lost++
+			lost[w.key]++
 			text := fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
 				prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
 			if prev.process == w.process {
@@ -95,7 +102,11 @@ func (Resource) Check(ops []history.Op) Verdict {
 		}
 		seen[w.reg] = w
 	}
-	v.Details["lost_updates"] = lost
+	nLost := 0
+	for _, n := range lost {
+		nLost += n
+	}
+	v.Details["lost_updates"] = nLost
 
 	stale := staleWrites(accepted)
 	for _, a := range stale {
@@ -103,22 +114,23 @@ func (Resource) Check(ops []history.Op) Verdict {
 	}
 	v.Details["stale_writes_accepted"] = len(stale)
 
-	// A read begun after every write had completed sees the final value;
-	// with no unknown writes it must equal the number of accepted ones.
-	if unknown == 0 {
-		count := map[string]int64{}
-		for _, w := range accepted {
-			count[w.key]++
+	// A read begun after every write of its key had completed sees the
+	// final value; with no unknown writes of that key it must equal the
+	// number of accepted ones (unless a lost update of that key already
+	// told the same story). A write of unknown outcome mutes only its key.
+	count := map[string]int64{}
+	for _, w := range accepted {
+		count[w.key]++
+	}
+	for _, k := range slices.Sorted(maps.Keys(count)) {
+		n := count[k]
+		r, ok := lastRead[k]
+		if !ok || r.at <= lastWrite[k] || unknown[k] > 0 || lost[k] > 0 {
+			continue // no final read, or nothing to compare it with
 		}
-		for k, n := range count {
-			r, ok := lastRead[k]
-			if !ok || r.at <= lastWrite[k] {
-				continue // no final read: nothing to compare
-			}
-			if f := r.value; f != n && lost == 0 {
-				v.add(Anomaly{Kind: "lost-update", Key: k,
-					Text: fmt.Sprintf("%q ends at %d after %d accepted increments", k, f, n)})
-			}
+		if f := r.value; f != n {
+			v.add(Anomaly{Kind: "lost-update", Key: k,
+				Text: fmt.Sprintf("%q ends at %d after %d accepted increments", k, f, n)})
 		}
 	}
 	return v
