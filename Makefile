@@ -16,8 +16,8 @@ run: setup
 # run in this order:
 # - setup, alone: apt, the node image's tool, the matrix's command and the
 #   libc-allocator redis-server;
-# - build: every test binary of both modules, linked into Go's build cache,
-#   so go test later only runs them;
+# - build: every test binary of both modules, linked into .testbin, so the
+#   tests later only run them;
 # - lint: gofmt, vet and staticcheck, whose analysis is itself a compile's
 #   worth of CPU;
 # - the unit tests and the matrix side by side: they only run stories and
@@ -35,17 +35,20 @@ test:
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
 	$(MAKE) --no-print-directory docker-matrix
 
-# Compiles and links every test binary and the matrix's command into Go's
-# build cache (go test -run '^$' runs none of the tests), so the steps after
-# it compile nothing.
+# Compiles and links every test binary of both modules into .testbin
+# (go test would link them again on every run) and the matrix's command
+# into Go's build cache, so the steps after it compile and link nothing.
 build:
-	go test -count=1 -run '^$$' ./... >/dev/null
-	cd examples/joblock && go test -count=1 -run '^$$' ./... >/dev/null
+	rm -rf .testbin
+	go test -c -o .testbin/main/ ./... >/dev/null
+	cd examples/joblock && go test -c -o ../../.testbin/joblock/ ./... >/dev/null
 	go run ./cmd/run -list >/dev/null
 
+# Every test, from the binaries build linked (scripts/unit.sh prints go
+# test's lines and a closing count). go test -count=1 ./... runs the same
+# tests, linking as it goes.
 unit:
-	go test -count=1 ./...
-	cd examples/joblock && go test -count=1 ./...
+	./scripts/unit.sh
 
 matrix:
 	go run ./cmd/run -scenario all -out results

@@ -56,7 +56,8 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 	spans := map[string][]busy{}
 	fails := map[string][]int64{}
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess && op.Type != history.Invoke {
+		// The starved note is the gate's word on the run, not a fault.
+		if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.F != history.Starved {
 			nemesisAt = append(nemesisAt, op.Time) // in time order, as recorded
 		}
 	}

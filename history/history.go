@@ -42,6 +42,11 @@ const (
 	Write   = "write"
 	Pause   = "pause"
 	Resume  = "resume"
+	// Starved is the nemesis op the gate records when a fault could not be
+	// fitted where its story needs it (a pause that must end inside a lease
+	// found too little of the lease left after the work before it): a note
+	// that the run cannot tell its story on this machine, not a fault.
+	Starved = "starved"
 )
 
 // Value carries what an op was about. Fields are optional; which ones are set
@@ -172,14 +177,19 @@ func (r *Recorder) Summary() (ops int, nemesis string) {
 	return len(r.ops), nemesis
 }
 
-// Deadline is the lease deadline of process's latest successful acquire
-// (harness ns), or 0 where it has none or the lock computes none: what a
-// trap reads to end a pause inside the lease the process holds.
+// Deadline is the lease deadline of the acquire by which process holds a
+// key now (harness ns): 0 where it holds none (it has released since its
+// latest acquire) or the lock computes none. A trap reads it to end a
+// pause inside the lease the process holds.
 func (r *Recorder) Deadline(process int) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for i := len(r.ops) - 1; i >= 0; i-- {
-		if op := r.ops[i]; op.Process == process && op.F == Acquire && op.Type == OK {
+		op := r.ops[i]
+		if op.Process == process && op.F == Release && op.Type == Invoke {
+			return 0
+		}
+		if op.Process == process && op.F == Acquire && op.Type == OK {
 			if op.Value == nil {
 				return 0
 			}

@@ -8,12 +8,6 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
-// StarvedOp is the nemesis op the gate records when a fault could not be
-// fitted where its story needs it (a pause that must end inside a lease
-// found too little of the lease left after the work before it): the run
-// cannot tell its story on this machine, whatever the checkers find.
-const StarvedOp = "starved"
-
 // Fraction is the share of the TTL the harness may run late before a
 // verdict that rests on timing stops being evidence. A story's schedule
 // keeps its margins at a tenth of a TTL or more (a pause ends that far
@@ -35,28 +29,35 @@ func Limit(ttl time.Duration) time.Duration { return time.Duration(Fraction * fl
 func FaultLimit(ttl time.Duration) time.Duration { return time.Duration(FaultFraction * float64(ttl)) }
 
 // Faults reads the faults' own work out of a history: a restart's time to
-// ready (from the kill to the node answering again, less the delay the
-// schedule asked for), and how long after its planned end a pause or a
+// ready (from its invoke to the node answering as itself, less the delay
+// the schedule asked for), and how long after its planned end a pause or a
 // stall was resumed. A fault that began before from (the clients' start)
 // is left out: nothing was judged then.
 func Faults(ops []history.Op, from int64) []Sample {
 	var out []Sample
-	killed := map[string]int64{}
+	restarting := map[string]int64{}
 	paused := map[string]history.Op{}
 	for _, op := range ops {
-		if op.Process != history.NemesisProcess || op.Type != history.OK || op.Value == nil {
+		if op.Process != history.NemesisProcess || op.Value == nil {
 			continue
 		}
 		target := op.Value.Target
+		if op.Type == history.Invoke {
+			if op.F == "restart" {
+				restarting[target] = op.Time
+			}
+			continue
+		}
+		if op.Type != history.OK {
+			continue
+		}
 		switch op.F {
-		case "kill", "power-loss":
-			killed[target] = op.Time
 		case "restart":
-			if at, ok := killed[target]; ok && at >= from {
+			if at, ok := restarting[target]; ok && at >= from {
 				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration),
 					What: "restart of " + target})
 			}
-			delete(killed, target)
+			delete(restarting, target)
 		case history.Pause, "stall":
 			paused[target] = op
 		case history.Resume:
@@ -71,14 +72,14 @@ func Faults(ops []history.Op, from int64) []Sample {
 }
 
 // Starved says in one line why the run's timing is not evidence, or ""
-// when it is: a fault the gate could not fit (StarvedOp in ops), or a
+// when it is: a fault the gate could not fit (history.Starved), or a
 // sample later than its kind's limit at ttl. Every kind that ran late is
 // named with its worst sample, so a reader sees whether the timers, the
 // server or a fault's own work was slow.
 func Starved(ops []history.Op, samples []Sample, ttl time.Duration) string {
 	var parts []string
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == StarvedOp && op.Value != nil {
+		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == history.Starved && op.Value != nil {
 			parts = append(parts, fmt.Sprintf("at %s %s", at(op.Time), op.Value.Target))
 		}
 	}
@@ -115,7 +116,7 @@ func Starved(ops []history.Op, samples []Sample, ttl time.Duration) string {
 		strings.Join(parts, "; "), Limit(ttl), FaultLimit(ttl), Fraction*100, FaultFraction*100)
 }
 
-// Worst is the latest sample of each kind, for a summary line.
+// Worst is the largest lateness of each kind, for a summary line.
 func Worst(samples []Sample) map[Kind]time.Duration {
 	out := map[Kind]time.Duration{}
 	for _, s := range samples {

@@ -41,10 +41,15 @@ func nem(t int64, f, target string, d time.Duration) history.Op {
 
 func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 	ms := int64(time.Millisecond)
+	invoke := func(op history.Op) history.Op { op.Type = history.Invoke; return op }
 	ops := []history.Op{
-		nem(10*ms, "kill", "n1", 0), nem(30*ms, "restart", "n1", 0), // before the clients were ready
-		nem(100*ms, "kill", "n3", 0), nem(180*ms, "restart", "n3", 0),
-		nem(200*ms, "kill", "n2", 0), nem(560*ms, "restart", "n2", 300*time.Millisecond),
+		nem(10*ms, "kill", "n1", 0), invoke(nem(10*ms, "restart", "n1", 0)), nem(30*ms, "restart", "n1", 0), // before the clients were ready
+		nem(100*ms, "kill", "n3", 0), invoke(nem(100*ms, "restart", "n3", 0)), nem(180*ms, "restart", "n3", 0),
+		// A restart after a delay of its own, and one called long after
+		// the kill (random keeps a node down for TTLs): each counts only
+		// its own start-up.
+		nem(200*ms, "kill", "n2", 0), invoke(nem(200*ms, "restart", "n2", 300*time.Millisecond)), nem(560*ms, "restart", "n2", 300*time.Millisecond),
+		nem(570*ms, "kill", "n4", 0), invoke(nem(1500*ms, "restart", "n4", 0)), nem(1530*ms, "restart", "n4", 0),
 		nem(600*ms, history.Pause, "process 4 at before-write", 100*time.Millisecond),
 		nem(750*ms, history.Resume, "process 4 at before-write", 0),
 	}
@@ -52,6 +57,7 @@ func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 	want := []Sample{
 		{At: 100 * ms, Kind: Fault, Late: 80 * ms, What: "restart of n3"},
 		{At: 200 * ms, Kind: Fault, Late: 60 * ms, What: "restart of n2"},
+		{At: 1500 * ms, Kind: Fault, Late: 30 * ms, What: "restart of n4"},
 		{At: 600 * ms, Kind: Fault, Late: 50 * ms, What: "pause of process 4 at before-write"},
 	}
 	if len(got) != len(want) {
@@ -81,7 +87,7 @@ func TestStarved(t *testing.T) {
 	if why := Starved(nil, slowFault, ttl); !strings.Contains(why, "restart of n3 ran 401ms late") {
 		t.Errorf("starved by a slow restart: got %q", why)
 	}
-	unfit := []history.Op{nem(700*ms, StarvedOp, "the pause of process 0 could last only 40ms", 0)}
+	unfit := []history.Op{nem(700*ms, history.Starved, "the pause of process 0 could last only 40ms", 0)}
 	if why := Starved(unfit, calm, ttl); !strings.Contains(why, "at 0.700s the pause of process 0 could last only 40ms") {
 		t.Errorf("a fault the gate could not fit: got %q", why)
 	}

@@ -32,7 +32,10 @@ type Lease struct {
 	// client's own clock (zero: the algorithm computes no such deadline).
 	// Measure it from before the command that took the lock was sent: the
 	// key cannot have been set earlier, so the promise judged is never
-	// longer than the one the lock made.
+	// longer than the one the lock made. A reentrant lock that gives a
+	// deadline must make a re-entry extend the key's life in Redis as far
+	// (PEXPIRE on entry): the checkers hold a holder to the latest
+	// deadline any of its entries was given.
 	ValidUntil time.Time
 	// Handle is the lock's own object for this acquisition (a library's
 	// lock value, a refresher to stop), handed back unchanged to Release.

@@ -214,6 +214,12 @@ func check(t testing.TB, l Lock, e scenario.Expectation, o scenario.Options, roo
 		name = o.Story.Name
 	}
 	res, err := Run(context.Background(), l, o.Scenario, e, o)
+	if err == nil && res.Outcome == scenario.Starved {
+		// The machine, not the lock, ran late: no evidence either way. It
+		// runs once more, as a matrix does, and says so.
+		t.Logf("%s: %s starved (%s); its run is kept in %s; running it once more", name, l.Name, res.Starved, res.Dir)
+		res, err = Run(context.Background(), l, o.Scenario, e, o)
+	}
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
 		return

@@ -110,7 +110,7 @@ func TestRunWithClientProcessesStartsWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !res.Matched {
-		t.Fatalf("outcome %s (vacuous %q)", res.Outcome, res.Vacuous)
+		t.Fatalf("outcome %s (vacuous %q, starved %q)", res.Outcome, res.Vacuous, res.Starved)
 	}
 	if _, err := os.Stat(filepath.Join(res.Dir, "workers.log")); err != nil {
 		t.Fatalf("no workers.log: the clients did not run as workers: %v", err)

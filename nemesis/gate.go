@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/history"
-	"github.com/locktorture/locktorture/lateness"
 )
 
 // ErrCrashed is what a client gets where the nemesis crashed it: at a point,
@@ -45,7 +44,7 @@ type Trap struct {
 	InLease time.Duration
 	// MinPause is the shortest pause the story can be told with: a pause
 	// that InLease cuts below it is recorded as a starved run
-	// (lateness.StarvedOp), whose verdict is not evidence.
+	// (history.Starved), whose verdict is not evidence.
 	MinPause time.Duration
 	// Stall pauses only the goroutine at the place: slow work while the
 	// rest of the client (its watchdog) lives.
@@ -440,7 +439,7 @@ func (g *Gate) pauseFor(t Trap, process int, target string) time.Duration {
 	left := time.Duration(deadline-g.rec.Now()) - t.InLease
 	pause := max(0, min(t.Pause, left))
 	if pause < t.MinPause {
-		_ = record(g.rec, lateness.StarvedOp, &history.Value{Target: fmt.Sprintf(
+		_ = record(g.rec, history.Starved, &history.Value{Target: fmt.Sprintf(
 			"the pause of %s could last only %s to end %s inside its lease, and the story needs %s",
 			target, max(0, left).Round(time.Millisecond), t.InLease, t.MinPause), Duration: int64(t.MinPause - pause)}, nil)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/history"
-	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/nemesis"
 )
 
@@ -459,7 +458,7 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	}
 	var pause *history.Op
 	for _, op := range rec.Ops() {
-		if op.F == lateness.StarvedOp {
+		if op.F == history.Starved {
 			t.Errorf("starved with 150 ms of pause to spare: %s", op.Value.Target)
 		}
 		if op.F == history.Pause && op.Type == history.OK {
@@ -478,7 +477,7 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	}
 	starved := 0
 	for _, op := range rec.Ops() {
-		if op.F == lateness.StarvedOp && op.Type == history.OK {
+		if op.F == history.Starved && op.Type == history.OK {
 			starved++
 		}
 	}

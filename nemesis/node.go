@@ -31,16 +31,14 @@ func (n *Nemesis) PowerLossNode(node string) error {
 }
 
 // RestartNode starts a killed node again after delay, on the same port and
-// data dir. The op is recorded when the node is back.
+// data dir. The op is invoked when asked and completes when the node is
+// back, so its span less the delay is the restart's own work.
 func (n *Nemesis) RestartNode(ctx context.Context, node string, delay time.Duration) error {
 	nd, err := n.node(node)
 	if err != nil {
 		return err
 	}
-	if err := nd.Restart(ctx, delay); err != nil {
-		return record(n.rec, "restart", &history.Value{Target: node}, func() error { return err })
-	}
-	return record(n.rec, "restart", &history.Value{Target: node, Duration: int64(delay)}, nil)
+	return record(n.rec, "restart", &history.Value{Target: node, Duration: int64(delay)}, func() error { return nd.Restart(ctx, delay) })
 }
 
 // Promote makes replica the master by hand (REPLICAOF NO ONE) and points

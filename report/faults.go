@@ -104,6 +104,9 @@ func Faults(ops []history.Op) []Fault {
 			finishPrefix("strobe "+target, t)
 		case "clock-skew":
 			offset("skew "+target, "client clock", target, dur, t)
+		case history.Starved:
+			// The gate's word on the run (the summary's starved line), not
+			// a fault.
 		default:
 			out = append(out, Fault{Kind: op.F, Target: target, Start: t, End: t})
 		}

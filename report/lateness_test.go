@@ -109,10 +109,10 @@ func TestLatenessChartSeries(t *testing.T) {
 	r := starvedRun("")
 	faults := report.Faults(r.Ops)
 	for _, tc := range []struct {
-		name  string
-		keep  func(lateness.Sample) bool
-		ttl   time.Duration
-		want  int
+		name string
+		keep func(lateness.Sample) bool
+		ttl  time.Duration
+		want int
 	}{
 		{"all kinds and both limits", func(lateness.Sample) bool { return true }, 500 * time.Millisecond, 5},
 		{"timers only, no limit known", func(s lateness.Sample) bool { return s.Kind == lateness.Timer }, 0, 1},

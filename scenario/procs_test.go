@@ -37,8 +37,8 @@ func TestStoriesWithClientProcesses(t *testing.T) {
 				t.Fatal(err)
 			}
 			if !res.Matched {
-				t.Fatalf("with client processes: outcome %s %v (vacuous: %q), want %s +%v −%v",
-					res.Outcome, res.Observations, res.Vacuous, res.Expected.Outcome, res.Expected.Show, res.Expected.Hide)
+				t.Fatalf("with client processes: outcome %s %v (vacuous: %q, starved: %q), want %s +%v −%v",
+					res.Outcome, res.Observations, res.Vacuous, res.Starved, res.Expected.Outcome, res.Expected.Show, res.Expected.Hide)
 			}
 		})
 	}

@@ -222,11 +222,26 @@ func (w *worker) loop(stop, abort context.Context) {
 // cycle is one pass through the critical section. Cycles started before
 // stop always finish (with abort as the only way out), so a paused holder
 // still gets to make its late write.
+// skew is how far the nemesis has set the client's clock off (0 for a
+// clock it cannot skew): read from the clock, not by comparing two
+// readings, which a descheduled goroutine would make differ.
+func (w *worker) skew() time.Duration {
+	if c, ok := w.c.Clock.(interface{ Offset() time.Duration }); ok {
+		return c.Offset()
+	}
+	return 0
+}
+
 func (w *worker) cycle(ctx context.Context) {
 	key, reg := w.o.Key, w.o.Register
 	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
 	var lease locks.Lease
+	skew := w.skew()
 	crashed, err := w.lockOp(history.Acquire, func() (err error) { lease, err = w.p.Lock.Acquire(ctx, key); return err })
+	// A lease's ValidUntil is on the client's clock as it read it during
+	// the acquire; a skew that moved meanwhile leaves no sound translation
+	// to harness time, and no deadline is promised rather than a wrong one.
+	skewMoved := w.skew() != skew
 	switch {
 	case crashed:
 		w.rec.Complete(inv, history.Info, nil, errCrashed)
@@ -241,7 +256,7 @@ func (w *worker) cycle(ctx context.Context) {
 		return
 	}
 	val := &history.Value{Token: lease.Token, Fence: lease.Fence}
-	if !lease.ValidUntil.IsZero() {
+	if !lease.ValidUntil.IsZero() && !skewMoved {
 		val.Deadline = w.rec.Now() + int64(lease.ValidUntil.Sub(w.c.Clock.Now()))
 	}
 	w.rec.Complete(inv, history.OK, val, nil)

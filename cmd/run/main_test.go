@@ -163,13 +163,29 @@ func TestShardsRunInParallelAndMerge(t *testing.T) {
 	}
 }
 
-// buildRun compiles the command once per test binary run.
+// asCommand, set in a child's environment, makes this test binary run the
+// command's main instead of the tests.
+const asCommand = "LOCKTORTURE_TEST_AS_RUN"
+
+// TestMain lets the test binary stand in for the command: the tests that
+// need a real process (signals, exit codes, cleanup after SIGKILL) start
+// this binary again, which runs main, so no second binary is linked while
+// other stories run on the machine.
+func TestMain(m *testing.M) {
+	if os.Getenv(asCommand) != "" {
+		main()
+	}
+	// Every child these tests start is the command.
+	os.Setenv(asCommand, "1")
+	os.Exit(m.Run())
+}
+
+// buildRun is the path of a binary that runs as the command.
 func buildRun(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "run")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	bin, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
@@ -302,15 +318,15 @@ func TestKilledHarnessTakesRedisWithIt(t *testing.T) {
 	}
 }
 
-// workerPIDs lists the running processes of bin other than the harness:
-// its client workers.
+// workerPIDs lists the running processes of bin other than the harness
+// and this test process (bin is this test binary): its client workers.
 func workerPIDs(t *testing.T, bin string, harness int) []int {
 	t.Helper()
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == harness {
+		if err != nil || pid == harness || pid == os.Getpid() {
 			continue
 		}
 		if exe, err := os.Readlink(filepath.Join("/proc", e.Name(), "exe")); err == nil && exe == bin {

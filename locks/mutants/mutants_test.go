@@ -48,8 +48,8 @@ func TestEveryMutantIsCaughtByItsStory(t *testing.T) {
 					caught++
 					continue
 				}
-				t.Errorf("run %d: %s under %s showed %s %v (vacuous: %q), want %s +%s; the mistake: %s",
-					i+1, m.Name, m.Story, res.Outcome, res.Observations, res.Vacuous, m.Outcome, m.Signature, m.Mistake)
+				t.Errorf("run %d: %s under %s showed %s %v (vacuous: %q, starved: %q), want %s +%s; the mistake: %s",
+					i+1, m.Name, m.Story, res.Outcome, res.Observations, res.Vacuous, res.Starved, m.Outcome, m.Signature, m.Mistake)
 			}
 			t.Logf("%s: caught by %s on %d of %d runs", m.Name, m.Story, caught, n)
 		})
