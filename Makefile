@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` and `make test`.
-.PHONY: run test setup build lint vet staticcheck unit matrix docker-matrix
+.PHONY: run test setup tools build lint vet staticcheck unit matrix docker-matrix
 
 # Sets up the machine, then runs every built-in scenario against every lock
 # it has an expectation for, on local processes.
@@ -14,8 +14,10 @@ run: setup
 # compile takes cores the machine-wide room (scenario/room.go) does not
 # count, and can stretch a node's restart to most of a lease. So the steps
 # run in this order:
-# - setup, alone: apt, the node image's tool, the matrix's command and the
-#   libc-allocator redis-server;
+# - setup: apt, the node image's tool, the matrix's command and the
+#   libc-allocator redis-server; beside it the lint tool compiles (tools),
+#   whose dependencies are not the module's, while setup waits on apt and
+#   the mirror;
 # - build: every test binary of both modules, linked into .testbin, so the
 #   tests later only run them;
 # - lint: gofmt, vet and staticcheck, whose analysis is itself a compile's
@@ -29,7 +31,7 @@ run: setup
 # Every run measures how late the harness itself ran and says starved,
 # rather than judge, where it ran later than a fifth of a TTL.
 test:
-	$(MAKE) --no-print-directory setup
+	$(MAKE) --no-print-directory -j2 --output-sync=target setup tools
 	$(MAKE) --no-print-directory build
 	$(MAKE) --no-print-directory lint
 	$(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
@@ -67,6 +69,11 @@ docker-matrix:
 
 setup:
 	./scripts/setup.sh
+
+# Compiles staticcheck into Go's build cache (go run caches what it
+# builds), so lint later only runs it.
+tools:
+	go run $(STATICCHECK) -version >/dev/null
 
 # gofmt, go vet, a pinned staticcheck, and go.mod/go.sum as go mod tidy
 # leaves them, for the module and for the example module under examples/
