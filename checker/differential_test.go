@@ -167,28 +167,9 @@ func TestCheckersAgreeWithReferences(t *testing.T) {
 	histories, checks, differ := 0, 0, 0
 	invalid := map[string]int{}
 	byWhat := map[string]int{} // differences by what was compared
-	for i := 0; i < 600; i++ {
-		for _, o := range shapes {
-			ops := genHistory(rng, o)
-			allow := []int64{5, 10, 20}[rng.IntN(3)]
-			n, diffs := agreement(ops, allow)
-			histories++
-			checks += n
-			differ += len(diffs)
-			for _, d := range diffs {
-				byWhat[strings.SplitN(d, ":", 2)[0]]++
-				if differ < 6 {
-					t.Errorf("%s on %+v", d, ops)
-				}
-			}
-			for _, c := range []Checker{Intervals{}, Promise{}, Liveness{Allowance: time.Duration(allow)}, Linearizable{}} {
-				if c.Check(ops).Valid == Invalid {
-					invalid[c.Name()]++
-				}
-			}
-		}
-		ops := genWrites(rng, 24)
-		n, diffs := resourceAgreement(ops)
+	// tally counts one history's comparisons and shows its first few
+	// differences.
+	tally := func(n int, diffs []string, ops []history.Op) {
 		histories++
 		checks += n
 		differ += len(diffs)
@@ -198,6 +179,22 @@ func TestCheckersAgreeWithReferences(t *testing.T) {
 				t.Errorf("%s on %+v", d, ops)
 			}
 		}
+	}
+	for i := 0; i < 600; i++ {
+		for _, o := range shapes {
+			ops := genHistory(rng, o)
+			allow := []int64{5, 10, 20}[rng.IntN(3)]
+			n, diffs := agreement(ops, allow)
+			tally(n, diffs, ops)
+			for _, c := range []Checker{Intervals{}, Promise{}, Liveness{Allowance: time.Duration(allow)}, Linearizable{}} {
+				if c.Check(ops).Valid == Invalid {
+					invalid[c.Name()]++
+				}
+			}
+		}
+		ops := genWrites(rng, 24)
+		n, diffs := resourceAgreement(ops)
+		tally(n, diffs, ops)
 		if res(h(ops)).Valid == Invalid {
 			invalid["resource"]++
 		}

@@ -125,22 +125,29 @@ func refDoubleHolders(ops []history.Op) map[refPair]int64 {
 			}
 		}
 	}
-	for _, k := range refKeys(ops) {
-		for t := int64(0); t < last; t++ {
-			var holders []int
+	refAtOnce(out, procs, refKeys(ops), last-1, refBelieves)
+	return out
+}
+
+// refAtOnce adds to out, for every key and every instant from 0 to until,
+// each pair of processes of which holds says both at once.
+func refAtOnce(out map[refPair]int64, procs map[int][]history.Op, keys []string, until int64,
+	holds func(pops []history.Op, key string, t int64) bool) {
+	for _, k := range keys {
+		for t := int64(0); t <= until; t++ {
+			var in []int
 			for p, pops := range procs {
-				if refBelieves(pops, k, t) {
-					holders = append(holders, p)
+				if holds(pops, k, t) {
+					in = append(in, p)
 				}
 			}
-			for i := range holders {
-				for _, q := range holders[i+1:] {
-					out[pairOf(k, holders[i], q)]++
+			for i := range in {
+				for _, q := range in[i+1:] {
+					out[pairOf(k, in[i], q)]++
 				}
 			}
 		}
 	}
-	return out
 }
 
 // refBrokenPromises is every pair of processes the lock promised a key to
@@ -155,21 +162,7 @@ func refBrokenPromises(ops []history.Op) map[refPair]int64 {
 			until = max(until, op.Value.Deadline)
 		}
 	}
-	for _, k := range refKeys(ops) {
-		for t := int64(0); t <= until; t++ {
-			var promised []int
-			for p, pops := range procs {
-				if refPromised(pops, k, t) {
-					promised = append(promised, p)
-				}
-			}
-			for i := range promised {
-				for _, q := range promised[i+1:] {
-					out[pairOf(k, promised[i], q)]++
-				}
-			}
-		}
-	}
+	refAtOnce(out, procs, refKeys(ops), until, refPromised)
 	return out
 }
 
