@@ -103,7 +103,8 @@ func Start(o Options) *Probe {
 	return p
 }
 
-// Stop ends sampling and returns the samples, window by window.
+// Stop ends sampling and returns the samples, window by window; called
+// again, it returns the same samples.
 func (p *Probe) Stop() []Sample {
 	p.cancel()
 	p.wg.Wait()

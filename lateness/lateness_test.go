@@ -92,3 +92,14 @@ func TestStarved(t *testing.T) {
 		t.Errorf("a fault the gate could not fit: got %q", why)
 	}
 }
+
+func TestStopTwiceReturnsTheSameSamples(t *testing.T) {
+	p := Start(Options{})
+	time.Sleep(120 * time.Millisecond)
+	first := p.Stop()
+	time.Sleep(60 * time.Millisecond)
+	second := p.Stop()
+	if len(first) == 0 || len(first) != len(second) {
+		t.Fatalf("first Stop gave %d samples, the second %d", len(first), len(second))
+	}
+}

@@ -372,7 +372,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			cancelStop()
 			return
 		}
-		time.AfterFunc(o.TimeLimit, cancelStop)
+		// Sampling ends with the clients' work: their shutdown (closing
+		// connections, workers exiting) is no part of any verdict.
+		time.AfterFunc(o.TimeLimit, func() { probe.Stop(); cancelStop() })
 		go func() { nemErr <- rest.Run(stop) }()
 		if o.Progress != nil {
 			go reportProgress(stop, o, rec)
