@@ -28,6 +28,16 @@ func Limit(ttl time.Duration) time.Duration { return time.Duration(Fraction * fl
 // FaultLimit is how long a fault's own work may overrun in a run at ttl.
 func FaultLimit(ttl time.Duration) time.Duration { return time.Duration(FaultFraction * float64(ttl)) }
 
+// Limits is how late each kind may run before a run is starved.
+type Limits struct{ Timer, Reply, Fault time.Duration }
+
+// LimitsFor is the limits of a run at ttl: Limit for timers and replies,
+// FaultLimit for a fault's work. A lock that bounds its own replies more
+// tightly lowers Reply to that bound.
+func LimitsFor(ttl time.Duration) Limits {
+	return Limits{Timer: Limit(ttl), Reply: Limit(ttl), Fault: FaultLimit(ttl)}
+}
+
 // Faults reads the faults' own work out of a history: a restart's time to
 // ready (from its invoke to the node answering as itself, less the delay
 // the schedule asked for), and how long after its planned end a pause or a
@@ -73,10 +83,10 @@ func Faults(ops []history.Op, from int64) []Sample {
 
 // Starved says in one line why the run's timing is not evidence, or ""
 // when it is: a fault the gate could not fit (history.Starved), or a
-// sample later than its kind's limit at ttl. Every kind that ran late is
-// named with its worst sample, so a reader sees whether the timers, the
-// server or a fault's own work was slow.
-func Starved(ops []history.Op, samples []Sample, ttl time.Duration) string {
+// sample later than its kind's limit. Every kind that ran late is named
+// with its worst sample, so a reader sees whether the timers, the server
+// or a fault's own work was slow.
+func Starved(ops []history.Op, samples []Sample, lim Limits) string {
 	var parts []string
 	for _, op := range ops {
 		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == history.Starved && op.Value != nil {
@@ -86,10 +96,7 @@ func Starved(ops []history.Op, samples []Sample, ttl time.Duration) string {
 	worst := map[Kind]Sample{}
 	var kinds []Kind
 	for _, s := range samples {
-		limit := Limit(ttl)
-		if s.Kind == Fault {
-			limit = FaultLimit(ttl)
-		}
+		limit := map[Kind]time.Duration{Timer: lim.Timer, Reply: lim.Reply, Fault: lim.Fault}[s.Kind]
 		if s.Late <= int64(limit) {
 			continue
 		}
@@ -112,8 +119,8 @@ func Starved(ops []history.Op, samples []Sample, ttl time.Duration) string {
 	if len(parts) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%s (limits: %s for timers and replies, %s for a fault's own work: %.0f%% and %.0f%% of the TTL)",
-		strings.Join(parts, "; "), Limit(ttl), FaultLimit(ttl), Fraction*100, FaultFraction*100)
+	return fmt.Sprintf("%s (limits: timers %s, replies %s, a fault's own work %s)",
+		strings.Join(parts, "; "), lim.Timer, lim.Reply, lim.Fault)
 }
 
 // Worst is the largest lateness of each kind, for a summary line.

@@ -114,6 +114,12 @@ type Config struct {
 	Point func(ctx context.Context, point string) error
 }
 
+// DefaultNodeTimeout is Config.NodeTimeout's default at ttl: TTL/10,
+// between 5 ms and 50 ms.
+func DefaultNodeTimeout(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 5*time.Millisecond), 50*time.Millisecond)
+}
+
 func (c Config) withDefaults() Config {
 	if c.TTL == 0 {
 		c.TTL = time.Second
@@ -131,7 +137,7 @@ func (c Config) withDefaults() Config {
 		c.Owner = newToken() + ":1"
 	}
 	if c.NodeTimeout == 0 {
-		c.NodeTimeout = min(max(c.TTL/10, 5*time.Millisecond), 50*time.Millisecond)
+		c.NodeTimeout = DefaultNodeTimeout(c.TTL)
 	}
 	if c.WaiterTimeout == 0 {
 		c.WaiterTimeout = 5 * time.Second
@@ -154,6 +160,11 @@ type Info struct {
 	Fenced bool
 	// Reentrant is true when the holder may acquire again (owner + count).
 	Reentrant bool
+	// NodeTimeout is true when the algorithm bounds each node's reply by
+	// Config.NodeTimeout (RedLock): replies later than that fail its
+	// attempts by design, so its verdicts rest on the machine answering
+	// within that bound, not only within a share of the TTL.
+	NodeTimeout bool
 	// Queued is true when waiters hold places in a queue, so a waiter that
 	// dies can hold up the others for up to Config.WaiterTimeout.
 	Queued bool

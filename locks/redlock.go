@@ -18,17 +18,19 @@ func init() {
 		Claims: LeaseClaims,
 		Summary: "RedLock on 5 independent masters: same key and token on all, per-node timeout << TTL, majority, " +
 			"validity = TTL − elapsed − drift (0.01·TTL + 2 ms); releases everywhere on failure and on release",
-		Nodes: 5,
-		New:   func(c Config) Lock { return &redlock{cfg: c, checkValidity: true} },
+		Nodes:       5,
+		NodeTimeout: true,
+		New:         func(c Config) Lock { return &redlock{cfg: c, checkValidity: true} },
 	})
 	Register(Info{
 		Name:   "redlock-novalidity",
 		Claims: without(LeaseClaims, ClientPause),
 		Summary: "RedLock without the elapsed-time validity check. BROKEN: a client paused between sending " +
 			"its SETs and reading the replies believes a lock that already expired (K6)",
-		Broken: true,
-		Nodes:  5,
-		New:    func(c Config) Lock { return &redlock{cfg: c} },
+		Broken:      true,
+		Nodes:       5,
+		NodeTimeout: true,
+		New:         func(c Config) Lock { return &redlock{cfg: c} },
 	})
 }
 

@@ -592,7 +592,11 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 		lateness.Faults(r.Ops, r.Ready)...)
 	// A starved run's story may not have happened as told, or happened in
 	// another order: that, not its vacuity, is what a reader needs to know.
-	if r.Starved = lateness.Starved(r.Ops, r.Lateness, ttl); r.Starved != "" {
+	lim := lateness.LimitsFor(ttl)
+	if info.NodeTimeout {
+		lim.Reply = min(lim.Reply, locks.DefaultNodeTimeout(ttl))
+	}
+	if r.Starved = lateness.Starved(r.Ops, r.Lateness, lim); r.Starved != "" {
 		r.Outcome = Starved
 	}
 	r.Matched = Matches(r.Expected, r.Outcome, r.Observations)

@@ -38,13 +38,21 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 		}
 		t.Run(lock, func(t *testing.T) {
 			t.Parallel() // the machine's room seats them, a core each
-			res, err := Run(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
-				TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()})
+			run := func() (*Result, error) {
+				return Run(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
+					TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()})
+			}
+			res, err := run()
+			if err == nil && res.Outcome == Starved {
+				// No evidence either way: it runs once more, as in a matrix.
+				t.Logf("baseline of %s starved (%s); running it once more", lock, res.Starved)
+				res, err = run()
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !res.Matched || res.Outcome != Safe {
-				t.Fatalf("baseline of %s: outcome %s, verdicts %+v", lock, res.Outcome, res.Verdicts)
+				t.Fatalf("baseline of %s: outcome %s (starved: %q), verdicts %+v", lock, res.Outcome, res.Starved, res.Verdicts)
 			}
 			// How fast is the benchmarks' business (locks/bench_test.go);
 			// here a stall is what fails, as liveness judged above, and a

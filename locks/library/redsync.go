@@ -20,11 +20,12 @@ func init() {
 		New:     newRedsync,
 	})
 	locks.Register(locks.Info{
-		Name:    "redsync-redlock",
-		Summary: "go-redsync/redsync v4 over five independent nodes: RedLock as that library implements it (quorum 3, drift 1%), its per-node timeout the harness's RedLock bound",
-		Nodes:   5,
-		Claims:  locks.LeaseClaims,
-		New:     newRedsync,
+		Name:        "redsync-redlock",
+		Summary:     "go-redsync/redsync v4 over five independent nodes: RedLock as that library implements it (quorum 3, drift 1%), its per-node timeout the harness's RedLock bound",
+		Nodes:       5,
+		NodeTimeout: true,
+		Claims:      locks.LeaseClaims,
+		New:         newRedsync,
 	})
 }
 
