@@ -21,21 +21,30 @@ const Fraction = 0.2
 // client's turn inside one lease has no room left past half of it.
 const FaultFraction = 0.5
 
-// Limit is the lateness of the harness's timers and of a node's replies
-// that a run at ttl tolerates.
-func Limit(ttl time.Duration) time.Duration { return time.Duration(Fraction * float64(ttl)) }
-
-// FaultLimit is how long a fault's own work may overrun in a run at ttl.
-func FaultLimit(ttl time.Duration) time.Duration { return time.Duration(FaultFraction * float64(ttl)) }
-
 // Limits is how late each kind may run before a run is starved.
-type Limits struct{ Timer, Reply, Fault time.Duration }
+type Limits struct {
+	Timer time.Duration `json:"timer"`
+	Reply time.Duration `json:"reply"`
+	Fault time.Duration `json:"fault"`
+}
 
-// LimitsFor is the limits of a run at ttl: Limit for timers and replies,
-// FaultLimit for a fault's work. A lock that bounds its own replies more
-// tightly lowers Reply to that bound.
+// LimitsFor is the limits of a run at ttl: Fraction of it for timers and
+// replies, FaultFraction for a fault's work. A lock that bounds its own
+// replies more tightly lowers Reply to that bound.
 func LimitsFor(ttl time.Duration) Limits {
-	return Limits{Timer: Limit(ttl), Reply: Limit(ttl), Fault: FaultLimit(ttl)}
+	share := func(f float64) time.Duration { return time.Duration(f * float64(ttl)) }
+	return Limits{Timer: share(Fraction), Reply: share(Fraction), Fault: share(FaultFraction)}
+}
+
+// Of is the limit of kind k.
+func (l Limits) Of(k Kind) time.Duration {
+	switch k {
+	case Timer:
+		return l.Timer
+	case Reply:
+		return l.Reply
+	}
+	return l.Fault
 }
 
 // Faults reads the faults' own work out of a history: a restart's time to
@@ -96,8 +105,7 @@ func Starved(ops []history.Op, samples []Sample, lim Limits) string {
 	worst := map[Kind]Sample{}
 	var kinds []Kind
 	for _, s := range samples {
-		limit := map[Kind]time.Duration{Timer: lim.Timer, Reply: lim.Reply, Fault: lim.Fault}[s.Kind]
-		if s.Late <= int64(limit) {
+		if s.Late <= int64(lim.Of(s.Kind)) {
 			continue
 		}
 		w, seen := worst[s.Kind]

@@ -40,7 +40,7 @@ const latenessCells = 1500
 // as dashed lines, so a starved verdict can be seen against the faults it
 // fell among. ok is false when nothing was measured (a run cut short
 // before its clients were up).
-func Lateness(samples []lateness.Sample, ttl time.Duration, faults []Fault) (Chart, bool, error) {
+func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (Chart, bool, error) {
 	if len(samples) == 0 {
 		return Chart{}, false, nil
 	}
@@ -103,14 +103,17 @@ func Lateness(samples []lateness.Sample, ttl time.Duration, faults []Fault) (Cha
 			return Chart{}, false, err
 		}
 	}
-	limits := []struct {
+	type limitLine struct {
 		at    time.Duration
 		label string
 		dash  vg.Length
-	}{
-		{lateness.Limit(ttl), fmt.Sprintf("starved above (timers, replies): %.0f%% of TTL", lateness.Fraction*100), vg.Points(6)},
-		{lateness.FaultLimit(ttl), fmt.Sprintf("starved above (a fault's work): %.0f%% of TTL", lateness.FaultFraction*100), vg.Points(2)},
 	}
+	limits := []limitLine{{lim.Timer, "starved above (timers, replies)", vg.Points(6)}}
+	if lim.Reply != lim.Timer {
+		// The lock bounds its own replies more tightly than the TTL does.
+		limits = []limitLine{{lim.Timer, "starved above (timers)", vg.Points(6)}, {lim.Reply, "starved above (replies: the lock's bound)", vg.Points(10)}}
+	}
+	limits = append(limits, limitLine{lim.Fault, "starved above (a fault's work)", vg.Points(2)})
 	for _, lim := range limits {
 		if lim.at <= 0 {
 			continue
@@ -207,17 +210,7 @@ func peaks(xys plotter.XYs, xmax float64) plotter.XYs {
 
 // latenessChart is r's lateness chart, if it measured any.
 func latenessChart(r *scenario.Result, faults []Fault) (Chart, bool, error) {
-	return Lateness(r.Lateness, runTTL(r), faults)
-}
-
-// runTTL is r's TTL, or zero for a result whose TTL cannot be read (one
-// stored before TTLs were).
-func runTTL(r *scenario.Result) time.Duration {
-	ttl, err := time.ParseDuration(r.TTL)
-	if err != nil || ttl <= 0 {
-		return 0
-	}
-	return ttl
+	return Lateness(r.Lateness, r.Limits, faults)
 }
 
 // latenessLine is the worst lateness of each kind in a few words, with the
@@ -243,8 +236,13 @@ func latenessLine(r *scenario.Result) string {
 		parts = append(parts, k.name+" "+fmtLate(d))
 	}
 	line := strings.Join(parts, ", ")
-	if ttl := runTTL(r); ttl > 0 {
-		line += fmt.Sprintf(" (limits: %s, faults %s)", lateness.Limit(ttl), lateness.FaultLimit(ttl))
+	switch lim := r.Limits; {
+	case lim == lateness.Limits{}:
+		// Not judged: no limits to show.
+	case lim.Reply != lim.Timer:
+		line += fmt.Sprintf(" (limits: timers %s, replies %s, faults %s)", lim.Timer, lim.Reply, lim.Fault)
+	default:
+		line += fmt.Sprintf(" (limits: %s, faults %s)", lim.Timer, lim.Fault)
 	}
 	return line
 }

@@ -53,7 +53,7 @@ func starvedRun(dir string) *scenario.Result {
 		lateness.Sample{At: int64(2200 * ms), Kind: lateness.Fault, Late: int64(30 * ms), What: "restart of n1"})
 	return &scenario.Result{Scenario: "paused-holder", Lock: "set-nx-px", TTL: "500ms", TimeLimit: "3s",
 		Expected: scenario.Expectation{Outcome: scenario.Unsafe}, Outcome: scenario.Starved, Starved: starvedWhy,
-		Ready: int64(100 * ms), Lateness: samples, Dir: dir, Ops: ops, Elapsed: "3.1s"}
+		Ready: int64(100 * ms), Lateness: samples, Limits: lateness.LimitsFor(500 * time.Millisecond), Dir: dir, Ops: ops, Elapsed: "3.1s"}
 }
 
 func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
@@ -107,16 +107,20 @@ func TestRunWithoutLatenessHasNoLatenessChart(t *testing.T) {
 
 func TestLatenessChartSeries(t *testing.T) {
 	r := starvedRun("")
+	// A lock that bounds its replies at 50 ms (RedLock) gets a line of its own.
+	tight := lateness.LimitsFor(500 * time.Millisecond)
+	tight.Reply = 50 * time.Millisecond
 	faults := report.Faults(r.Ops)
 	for _, tc := range []struct {
 		name string
 		keep func(lateness.Sample) bool
-		ttl  time.Duration
+		lim  lateness.Limits
 		want int
 	}{
-		{"all kinds and both limits", func(lateness.Sample) bool { return true }, 500 * time.Millisecond, 5},
-		{"timers only, no limit known", func(s lateness.Sample) bool { return s.Kind == lateness.Timer }, 0, 1},
-		{"faults and both limits", func(s lateness.Sample) bool { return s.Kind == lateness.Fault }, 500 * time.Millisecond, 3},
+		{"all kinds and both limits", func(lateness.Sample) bool { return true }, lateness.LimitsFor(500 * time.Millisecond), 5},
+		{"timers only, no limit known", func(s lateness.Sample) bool { return s.Kind == lateness.Timer }, lateness.Limits{}, 1},
+		{"faults and both limits", func(s lateness.Sample) bool { return s.Kind == lateness.Fault }, lateness.LimitsFor(500 * time.Millisecond), 3},
+		{"all kinds, the lock's own reply bound too", func(lateness.Sample) bool { return true }, tight, 6},
 	} {
 		var samples []lateness.Sample
 		for _, s := range r.Lateness {
@@ -124,7 +128,7 @@ func TestLatenessChartSeries(t *testing.T) {
 				samples = append(samples, s)
 			}
 		}
-		c, ok, err := report.Lateness(samples, tc.ttl, faults)
+		c, ok, err := report.Lateness(samples, tc.lim, faults)
 		if err != nil || !ok {
 			t.Fatalf("%s: ok %v, err %v", tc.name, ok, err)
 		}
@@ -132,7 +136,7 @@ func TestLatenessChartSeries(t *testing.T) {
 			t.Errorf("%s: chart %q with %d series, want lateness with %d", tc.name, c.Name, c.Series, tc.want)
 		}
 	}
-	if _, ok, err := report.Lateness(nil, 500*time.Millisecond, faults); ok || err != nil {
+	if _, ok, err := report.Lateness(nil, lateness.LimitsFor(500*time.Millisecond), faults); ok || err != nil {
 		t.Errorf("no samples: ok %v, err %v; want no chart", ok, err)
 	}
 }

@@ -227,6 +227,9 @@ type Result struct {
 	// not be fitted where its story needs it), by how much and where; the
 	// outcome is then Starved, whatever the checkers found.
 	Starved string `json:"starved,omitempty"`
+	// Limits is what the lateness was judged by (zero for a run not
+	// judged): a lock that bounds its own replies has a tighter Reply.
+	Limits lateness.Limits `json:"limits"`
 	// Finding (random runs) says how the lock broke its promise under
 	// faults it claims to survive; Explained, which unclaimed faults
 	// account for a broken promise that is therefore expected.
@@ -592,11 +595,11 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 		lateness.Faults(r.Ops, r.Ready)...)
 	// A starved run's story may not have happened as told, or happened in
 	// another order: that, not its vacuity, is what a reader needs to know.
-	lim := lateness.LimitsFor(ttl)
+	r.Limits = lateness.LimitsFor(ttl)
 	if info.NodeTimeout {
-		lim.Reply = min(lim.Reply, locks.DefaultNodeTimeout(ttl))
+		r.Limits.Reply = min(r.Limits.Reply, locks.DefaultNodeTimeout(ttl))
 	}
-	if r.Starved = lateness.Starved(r.Ops, r.Lateness, lim); r.Starved != "" {
+	if r.Starved = lateness.Starved(r.Ops, r.Lateness, r.Limits); r.Starved != "" {
 		r.Outcome = Starved
 	}
 	r.Matched = Matches(r.Expected, r.Outcome, r.Observations)
