@@ -90,18 +90,25 @@ func Faults(ops []history.Op, from int64) []Sample {
 	return out
 }
 
-// Starved says in one line why the run's timing is not evidence, or ""
-// when it is: a fault the gate could not fit (history.Starved), or a
-// sample later than its kind's limit. Every kind that ran late is named
-// with its worst sample, so a reader sees whether the timers, the server
-// or a fault's own work was slow.
-func Starved(ops []history.Op, samples []Sample, lim Limits) string {
+// Unfitted says in one line which faults the gate could not fit where
+// their story needs them (history.Starved notes), or "" when it fitted
+// them all. Such a story did not happen as told, whatever the checkers
+// found: a pause cut short tests less than the story claims.
+func Unfitted(ops []history.Op) string {
 	var parts []string
 	for _, op := range ops {
 		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == history.Starved && op.Value != nil {
 			parts = append(parts, fmt.Sprintf("at %s %s", at(op.Time), op.Value.Target))
 		}
 	}
+	return strings.Join(parts, "; ")
+}
+
+// Over says in one line which kinds of sample ran later than their limit,
+// or "" when none did. Every kind that ran late is named with its worst
+// sample, so a reader sees whether the timers, the server or a fault's own
+// work was slow.
+func Over(samples []Sample, lim Limits) string {
 	worst := map[Kind]Sample{}
 	var kinds []Kind
 	for _, s := range samples {
@@ -116,6 +123,10 @@ func Starved(ops []history.Op, samples []Sample, lim Limits) string {
 			worst[s.Kind] = s
 		}
 	}
+	if len(kinds) == 0 {
+		return ""
+	}
+	var parts []string
 	for _, k := range kinds {
 		s := worst[k]
 		what := map[Kind]string{Timer: "the harness's timers ran", Reply: "a node's reply came"}[k]
@@ -123,9 +134,6 @@ func Starved(ops []history.Op, samples []Sample, lim Limits) string {
 			what = "the " + s.What + " ran"
 		}
 		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))
-	}
-	if len(parts) == 0 {
-		return ""
 	}
 	return fmt.Sprintf("%s (limits: timers %s, replies %s, a fault's own work %s)",
 		strings.Join(parts, "; "), lim.Timer, lim.Reply, lim.Fault)

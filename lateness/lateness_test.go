@@ -70,32 +70,35 @@ func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 	}
 }
 
-func TestStarved(t *testing.T) {
+func TestOverAndUnfitted(t *testing.T) {
 	ttl := 500 * time.Millisecond
 	ms := int64(time.Millisecond)
 	calm := []Sample{{At: 0, Kind: Timer, Late: 5 * ms}, {At: 50 * ms, Kind: Reply, Late: 99 * ms},
 		{At: 60 * ms, Kind: Fault, Late: 249 * ms, What: "restart of n3"}}
-	if why := Starved(nil, calm, LimitsFor(ttl)); why != "" {
+	if why := Over(calm, LimitsFor(ttl)); why != "" {
 		t.Errorf("a run inside every limit was called starved: %s", why)
 	}
 	late := append(calm, Sample{At: 1500 * ms, Kind: Timer, Late: 180 * ms})
-	why := Starved(nil, late, LimitsFor(ttl))
+	why := Over(late, LimitsFor(ttl))
 	if !strings.Contains(why, "timers ran 180ms late at 1.500s") || strings.Contains(why, "reply") {
 		t.Errorf("starved by a late timer: got %q", why)
 	}
 	slowFault := append(calm, Sample{At: 900 * ms, Kind: Fault, Late: 401 * ms, What: "restart of n3"})
-	if why := Starved(nil, slowFault, LimitsFor(ttl)); !strings.Contains(why, "restart of n3 ran 401ms late") {
+	if why := Over(slowFault, LimitsFor(ttl)); !strings.Contains(why, "restart of n3 ran 401ms late") {
 		t.Errorf("starved by a slow restart: got %q", why)
 	}
 	// A lock that bounds its replies at 50 ms is starved by a 60 ms one.
 	tight := LimitsFor(ttl)
 	tight.Reply = 50 * time.Millisecond
-	if why := Starved(nil, append(calm[:1:1], Sample{At: 0, Kind: Reply, Late: 60 * ms}), tight); !strings.Contains(why, "reply came 60ms late") {
+	if why := Over(append(calm[:1:1], Sample{At: 0, Kind: Reply, Late: 60 * ms}), tight); !strings.Contains(why, "reply came 60ms late") {
 		t.Errorf("a reply past the lock's own bound: got %q", why)
 	}
 	unfit := []history.Op{nem(700*ms, history.Starved, "the pause of process 0 could last only 40ms", 0)}
-	if why := Starved(unfit, calm, LimitsFor(ttl)); !strings.Contains(why, "at 0.700s the pause of process 0 could last only 40ms") {
+	if why := Unfitted(unfit); !strings.Contains(why, "at 0.700s the pause of process 0 could last only 40ms") {
 		t.Errorf("a fault the gate could not fit: got %q", why)
+	}
+	if why := Unfitted(nil); why != "" {
+		t.Errorf("a run with every fault fitted: got %q", why)
 	}
 }
 

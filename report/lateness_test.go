@@ -84,6 +84,26 @@ func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
 	}
 }
 
+func TestLateRunThatPassedSaysItsVerdictStands(t *testing.T) {
+	r := starvedRun(t.TempDir())
+	r.Expected, r.Outcome, r.Matched, r.Late, r.Starved = scenario.Expectation{Outcome: scenario.Safe}, scenario.Safe, true, starvedWhy, ""
+	var sum bytes.Buffer
+	report.Summary(&sum, r)
+	if want := "  late: " + starvedWhy + " (the verdict stands"; !strings.Contains(sum.String(), want) || strings.Contains(sum.String(), "starved:") {
+		t.Errorf("the summary does not say %q, or says starved:\n%s", want, sum.String())
+	}
+	if err := report.Write(r); err != nil {
+		t.Fatal(err)
+	}
+	page, err := os.ReadFile(filepath.Join(r.Dir, "index.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte(`<p class="verdict">late: `)) || bytes.Contains(page, []byte("starved: ")) {
+		t.Error("index.html does not say late and that the verdict stands, or says starved")
+	}
+}
+
 func TestRunWithoutLatenessHasNoLatenessChart(t *testing.T) {
 	r := starvedRun(t.TempDir())
 	r.Lateness, r.Starved, r.Outcome = nil, "", scenario.Unsafe

@@ -1,9 +1,16 @@
 package scenario
 
 import (
+	"cmp"
+	"fmt"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
+	"github.com/locktorture/locktorture/locks"
 )
 
 func verdicts(valid map[string]checker.Validity) []checker.Verdict {
@@ -101,6 +108,65 @@ func TestEveryScenarioIsWellFormed(t *testing.T) {
 		faultFree := map[string]bool{"baseline": true, "fair-order": true}
 		if !s.Random && !faultFree[name] && len(s.Requires) == 0 {
 			t.Errorf("%s: a story with a fault must list the nemesis actions it requires", name)
+		}
+	}
+}
+
+// holds builds a history of back-to-back holds of "lock", one per entry of
+// holders, each [start, start+90ms); overlap shifts every second hold back
+// into the one before it.
+func holds(holders []int, overlap int64) []history.Op {
+	ms := int64(time.Millisecond)
+	var ops []history.Op
+	for i, p := range holders {
+		at := int64(i) * 100 * ms
+		if i%2 == 1 {
+			at -= overlap
+		}
+		ops = append(ops,
+			history.Op{Process: p, Type: history.Invoke, F: history.Acquire, Key: "lock", Time: at},
+			history.Op{Process: p, Type: history.OK, F: history.Acquire, Key: "lock", Time: at + ms, Value: &history.Value{Token: fmt.Sprint(i)}},
+			history.Op{Process: p, Type: history.Invoke, F: history.Release, Key: "lock", Time: at + 89*ms},
+			history.Op{Process: p, Type: history.OK, F: history.Release, Key: "lock", Time: at + 90*ms})
+	}
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+	for i := range ops {
+		ops[i].Index = int64(i)
+	}
+	return ops
+}
+
+func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
+	ttl := time.Second
+	late := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Timer, Late: int64(300 * time.Millisecond)}}
+	unfit := history.Op{Process: history.NemesisProcess, Type: history.OK, F: history.Starved, Time: int64(50 * time.Millisecond),
+		Value: &history.Value{Target: "the pause of process 0 could last only 40ms"}}
+	cases := []struct {
+		name        string
+		expect      string
+		ops         []history.Op
+		late        []lateness.Sample
+		wantOutcome string
+	}{
+		{"a pass on time", Safe, holds([]int{0, 1, 0, 1}, 0), nil, Safe},
+		{"a pass, late", Safe, holds([]int{0, 1, 0, 1}, 0), late, Safe},
+		{"a violation, late", Safe, holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), late, Starved},
+		{"a violation expected, safe and late", LockUnsafe, holds([]int{0, 1, 0, 1}, 0), late, Starved},
+		{"a violation expected and shown, late", LockUnsafe, holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), late, Starved},
+		{"a violation expected and shown, on time", LockUnsafe, holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), nil, LockUnsafe},
+		{"a pass with a fault that did not fit", Safe, append(holds([]int{0, 1, 0, 1}, 0), unfit), nil, Starved},
+	}
+	for _, c := range cases {
+		r := &Result{Expected: Expectation{Outcome: c.expect}, Ops: c.ops, Lateness: c.late}
+		r.judge(Scenario{Name: "baseline"}, locks.Info{}, ttl)
+		if r.Outcome != c.wantOutcome {
+			t.Errorf("%s: outcome %s (starved %q), want %s", c.name, r.Outcome, r.Starved, c.wantOutcome)
+		}
+		if (c.late != nil) != (r.Late != "") {
+			t.Errorf("%s: late %q, want it said only when the run ran late", c.name, r.Late)
+		}
+		if r.Matched != (c.wantOutcome == c.expect) {
+			t.Errorf("%s: matched %v", c.name, r.Matched)
 		}
 	}
 }

@@ -223,8 +223,10 @@ type Result struct {
 	// Lateness is how late the harness ran from Ready on: its timers and a
 	// node's replies window by window, and each fault's own work.
 	Lateness []lateness.Sample `json:"lateness"`
-	// Starved says, when the lateness passed the limit (or a fault could
-	// not be fitted where its story needs it), by how much and where; the
+	// Late says, when the lateness passed a limit, by how much and where,
+	// whether or not the verdict rested on it.
+	Late string `json:"late,omitempty"`
+	// Starved says why the run's verdict is not evidence (see starved); the
 	// outcome is then Starved, whatever the checkers found.
 	Starved string `json:"starved,omitempty"`
 	// Limits is what the lateness was judged by (zero for a run not
@@ -599,13 +601,35 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 	if info.NodeTimeout {
 		r.Limits.Reply = min(r.Limits.Reply, locks.DefaultNodeTimeout(ttl))
 	}
-	if r.Starved = lateness.Starved(r.Ops, r.Lateness, r.Limits); r.Starved != "" {
+	r.Late = lateness.Over(r.Lateness, r.Limits)
+	passed := r.Outcome == Safe && (s.Random || Matches(r.Expected, r.Outcome, r.Observations))
+	if r.Starved = starved(lateness.Unfitted(r.Ops), r.Late, passed); r.Starved != "" {
 		r.Outcome = Starved
 	}
 	r.Matched = Matches(r.Expected, r.Outcome, r.Observations)
 	if s.Random {
 		r.judgeClaims(info)
 	}
+}
+
+// starved says why a run's verdict is not evidence, or "" when it is. A
+// fault the gate could not fit (unfitted) means the story did not happen as
+// told, so nothing the run shows counts. A harness that ran late (late)
+// stretches pauses and restarts and stalls clients: it can make violations
+// and stalls appear that the story did not mean, but not make them vanish.
+// So lateness starves every verdict but one that passed: every checker
+// valid, and safe what the run was expected to show (a random run: its
+// promise kept).
+func starved(unfitted, late string, passed bool) string {
+	switch {
+	case unfitted != "" && late != "":
+		return unfitted + "; " + late
+	case unfitted != "":
+		return unfitted
+	case late != "" && !passed:
+		return late
+	}
+	return ""
 }
 
 // Matches says whether an outcome and its observations meet e. Vacuous,
