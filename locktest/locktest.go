@@ -87,9 +87,13 @@ func Worker(t testing.TB) func(lock string) *exec.Cmd {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	pattern := strings.Join(parts, "/")
+	// A worker runs the test function up to the call that serves and then
+	// exits without its cleanups, so what it made before (a t.TempDir) is
+	// made inside this test's own temp dir, which this test removes.
+	tmp := t.TempDir()
 	return func(lock string) *exec.Cmd {
 		cmd := exec.Command(os.Args[0], "-test.run="+pattern)
-		cmd.Env = append(os.Environ(), worker.Env+"="+lock)
+		cmd.Env = append(os.Environ(), worker.Env+"="+lock, "TMPDIR="+tmp)
 		return cmd
 	}
 }

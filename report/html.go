@@ -30,8 +30,8 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 <p class="verdict {{if .R.Matched}}ok{{else}}bad{{end}}">expected <b>{{.R.Expected}}</b> · observed <b>{{.R.Outcome}}</b> · {{if .R.Matched}}MATCHED{{else}}DID NOT MATCH{{end}}</p>
 {{if .R.Finding}}<p class="verdict bad">finding: {{.R.Finding}}</p>{{end}}
 {{if .R.Explained}}<p class="verdict ok">expected: {{.R.Explained}}</p>{{end}}
-{{if .R.Vacuous}}<p class="verdict bad">vacuous: {{.R.Vacuous}}. The story did not happen, so the checkers' verdicts below prove nothing either way.</p>{{else if .R.Late}}<p class="verdict">late: {{.R.Late}}. The verdict stands: every checker passed, and a late harness can make violations and stalls appear, not vanish.</p>{{end}}
-{{if .R.Starved}}<p class="verdict bad">starved: {{.R.Starved}}. The harness ran too late for the story's timing to hold, so the checkers' verdicts below prove nothing either way.</p>{{else if .R.Late}}<p class="verdict">late: {{.R.Late}}. The verdict stands: every checker passed, and a late harness can make violations and stalls appear, not vanish.</p>{{end}}
+{{if .R.Vacuous}}<p class="verdict bad">vacuous: {{.R.Vacuous}}. The story did not happen, so the checkers' verdicts below prove nothing either way.</p>{{end}}
+{{if .R.Starved}}<p class="verdict bad">starved: {{.R.Starved}}. The harness ran too late for the story's timing to hold, so the checkers' verdicts below prove nothing either way.</p>{{else if .R.Late}}<p class="verdict">late: {{.R.Late}}. The verdict stands: no fault ran, so lateness had no fault's window to move, and every checker passed.</p>{{end}}
 <p>{{.R.Story}}</p>
 <p class="muted">Why this is expected: {{.R.Expected.Why}}</p>
 <table>

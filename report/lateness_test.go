@@ -168,16 +168,17 @@ func TestMatrixCountsAndShowsStarved(t *testing.T) {
 		{Scenario: "paused-holder", Lock: "set-nx-px", Expected: unsafe, Outcome: scenario.Unsafe, Matched: true},
 		{Scenario: "paused-holder", Lock: "redlock", Expected: unsafe, Outcome: scenario.Starved, Starved: starvedWhy},
 		{Scenario: "gc-pause", Lock: "set-nx-px", Expected: unsafe, Outcome: scenario.Vacuous},
+		{Scenario: "baseline", Lock: "mutex", Expected: scenario.Expectation{Outcome: scenario.Safe}, Outcome: scenario.Safe, Matched: true, Late: starvedWhy},
 	}}
 	m.Count()
-	if m.Matched != 1 || m.Total != 3 || m.Starved != 1 {
-		t.Errorf("counted %d of %d matched, %d starved; want 1 of 3, 1 starved", m.Matched, m.Total, m.Starved)
+	if m.Matched != 2 || m.Total != 4 || m.Starved != 1 || m.Late != 1 {
+		t.Errorf("counted %d of %d matched, %d starved, %d late; want 2 of 4, 1 starved, 1 late", m.Matched, m.Total, m.Starved, m.Late)
 	}
 	var table bytes.Buffer
 	report.MatrixTable(&table, m.Entries)
 	lines := strings.Split(table.String(), "\n")
-	if len(lines) < 4 || !strings.Contains(lines[2], "STARVED: "+starvedWhy) || !strings.Contains(lines[3], "MISMATCH") {
-		t.Errorf("the table does not tell the starved run from the vacuous one:\n%s", table.String())
+	if len(lines) < 4 || !strings.Contains(lines[2], "STARVED: "+starvedWhy) || !strings.Contains(lines[3], "MISMATCH") || !strings.Contains(lines[4], "ok, late: "+starvedWhy) {
+		t.Errorf("the table does not tell the starved run from the vacuous one and the late pass:\n%s", table.String())
 	}
 	if err := report.WriteSummary(out, m); err != nil {
 		t.Fatal(err)
@@ -187,7 +188,7 @@ func TestMatrixCountsAndShowsStarved(t *testing.T) {
 	}
 	index, _ := os.ReadFile(filepath.Join(out, "index.html"))
 	md, _ := os.ReadFile(filepath.Join(out, "matrix.md"))
-	if !bytes.Contains(index, []byte("1 of 3 matched, 1 starved")) || !bytes.Contains(index, []byte(">starved<")) {
+	if !bytes.Contains(index, []byte("2 of 4 matched, 1 starved")) || !bytes.Contains(index, []byte(">starved<")) {
 		t.Errorf("the index's grid does not show the starved run:\n%s", index)
 	}
 	if !bytes.Contains(md, []byte("starved ✗")) {

@@ -30,6 +30,10 @@ type Entry struct {
 	// then scenario.Starved): the machine, not the lock, is what a reader
 	// of the matrix must look at.
 	Starved string `json:"starved,omitempty"`
+	// Late says how late a fault-free run ran that kept its passing
+	// verdict (scenario.Result.Late), so a reader can count the verdicts
+	// judged on a late machine.
+	Late string `json:"late,omitempty"`
 }
 
 // EntryOf summarises a run; err is the error Run returned, if any.
@@ -40,6 +44,9 @@ func EntryOf(scen, lock string, r *scenario.Result, err error) Entry {
 	}
 	if r != nil {
 		e.Outcome, e.Observations, e.Matched, e.Dir, e.Starved = r.Outcome, r.Observations, r.Matched, r.Dir, r.Starved
+		if r.Starved == "" {
+			e.Late = r.Late
+		}
 	}
 	if err != nil {
 		e.Error, e.Matched = err.Error(), false
@@ -61,14 +68,20 @@ type Matrix struct {
 	// Starved counts the runs that did not match because the machine ran
 	// too late to judge them: a matrix short of matches for that wants a
 	// quieter machine, not a fix.
-	Starved int     `json:"starved,omitempty"`
+	Starved int `json:"starved,omitempty"`
+	// Late counts the fault-free runs that ran late and kept their
+	// passing verdict.
+	Late    int     `json:"late,omitempty"`
 	Entries []Entry `json:"entries"`
 }
 
-// Count sets Total, Matched and Starved from the entries.
+// Count sets Total, Matched, Starved and Late from the entries.
 func (m *Matrix) Count() {
-	m.Total, m.Matched, m.Starved = len(m.Entries), 0, 0
+	m.Total, m.Matched, m.Starved, m.Late = len(m.Entries), 0, 0, 0
 	for _, e := range m.Entries {
+		if e.Late != "" {
+			m.Late++
+		}
 		if e.Matched {
 			m.Matched++
 		}
@@ -197,7 +210,7 @@ func copyDir(src, dst string) error {
 }
 
 // MatrixTable prints one line per pair: expected, observed, matched (or
-// starved, and why).
+// starved, and why; or matched although late, and how late).
 func MatrixTable(w io.Writer, entries []Entry) {
 	fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", "SCENARIO", "LOCK", "EXPECTED", "OBSERVED", "MATCHED")
 	for _, e := range entries {
@@ -214,6 +227,8 @@ func MatrixTable(w io.Writer, entries []Entry) {
 			if e.Error != "" {
 				mark += ": " + e.Error
 			}
+		case e.Late != "":
+			mark = "ok, late: " + e.Late
 		}
 		fmt.Fprintf(w, "%-30s %-19s %-50s %-12s %s\n", e.Scenario, e.Lock, e.Expected, e.Outcome, mark)
 	}

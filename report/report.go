@@ -217,7 +217,7 @@ func Summary(w io.Writer, r *scenario.Result) {
 	if r.Starved != "" {
 		fmt.Fprintf(w, "  starved: %s (the checkers' verdicts below prove nothing either way)\n", r.Starved)
 	} else if r.Late != "" {
-		fmt.Fprintf(w, "  late: %s (the verdict stands: every checker passed, and a late harness can make violations and stalls appear, not vanish)\n", r.Late)
+		fmt.Fprintf(w, "  late: %s (the verdict stands: no fault ran, so lateness had no fault's window to move, and every checker passed)\n", r.Late)
 	}
 	for _, h := range headlines(r, Faults(r.Ops)) {
 		fmt.Fprintf(w, "  %s\n", h)

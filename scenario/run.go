@@ -602,7 +602,7 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 		r.Limits.Reply = min(r.Limits.Reply, locks.DefaultNodeTimeout(ttl))
 	}
 	r.Late = lateness.Over(r.Lateness, r.Limits)
-	passed := r.Outcome == Safe && (s.Random || Matches(r.Expected, r.Outcome, r.Observations))
+	passed := r.Outcome == Safe && faultFree(r.Ops) && Matches(r.Expected, r.Outcome, r.Observations)
 	if r.Starved = starved(lateness.Unfitted(r.Ops), r.Late, passed); r.Starved != "" {
 		r.Outcome = Starved
 	}
@@ -615,11 +615,14 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 // starved says why a run's verdict is not evidence, or "" when it is. A
 // fault the gate could not fit (unfitted) means the story did not happen as
 // told, so nothing the run shows counts. A harness that ran late (late)
-// stretches pauses and restarts and stalls clients: it can make violations
-// and stalls appear that the story did not mean, but not make them vanish.
-// So lateness starves every verdict but one that passed: every checker
-// valid, and safe what the run was expected to show (a random run: its
-// promise kept).
+// can move a fault's window: a pause that overran, a successor's acquire
+// stalled until the sleeper has woken, RedLock replies past its per-node
+// timeout that fail the very grant a story needs. So lateness starves a
+// violation or a stall it could have made, and a pass it could have
+// caused by moving a window. It starves every verdict but one: passed, a
+// run in which the nemesis did nothing, every checker passed and the run
+// showed what it was expected to. With no fault there is no window to
+// move, and a stalled client is not a violation.
 func starved(unfitted, late string, passed bool) string {
 	switch {
 	case unfitted != "" && late != "":
@@ -630,6 +633,12 @@ func starved(unfitted, late string, passed bool) string {
 		return late
 	}
 	return ""
+}
+
+// faultFree says whether the nemesis did nothing in the run, read from
+// what it recorded rather than from the story's schedule.
+func faultFree(ops []history.Op) bool {
+	return !slices.ContainsFunc(ops, func(op history.Op) bool { return op.Process == history.NemesisProcess })
 }
 
 // Matches says whether an outcome and its observations meet e. Vacuous,

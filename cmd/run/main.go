@@ -270,6 +270,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if matrix.Starved > 0 {
 		fmt.Fprintf(stdout, "%d run(s) starved again: the machine ran too late for their verdicts to be evidence (see each run's starved line)\n", matrix.Starved)
 	}
+	if matrix.Late > 0 {
+		fmt.Fprintf(stdout, "%d fault-free run(s) ran late and kept their passing verdict (see each run's late line)\n", matrix.Late)
+	}
 	if len(rerun) > 0 {
 		fmt.Fprintf(stdout, "%d starved run(s) ran again, and the counts are of the second runs: %s\n", len(rerun), strings.Join(rerun, "; "))
 	}
