@@ -116,7 +116,7 @@ func TestAUserLocksOwnPointCanBeTrapped(t *testing.T) {
 		l, _ := locks.New("set-nx-px", c)
 		return pointLock{Lock: l, cfg: c}
 	}}
-	res, err := Run(context.Background(), Options{Scenario: "test-user-point", Lock: "user", Custom: user, Out: t.TempDir()})
+	res, err := RunUnstarved(context.Background(), Options{Scenario: "test-user-point", Lock: "user", Custom: user, Out: t.TempDir()}, starvedOnce(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -72,6 +72,9 @@ type Options struct {
 	// first; a Custom lock needs a program that knows it, as locktest
 	// arranges).
 	Worker func(lock string) *exec.Cmd
+	// Alone runs the story alone on the machine, whatever the story says:
+	// how a starved run is tried a second time (RunUnstarved).
+	Alone bool
 }
 
 // lockInfo is the lock the options name: Custom, or from the registry.
@@ -271,7 +274,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
 		}
 	}
-	leave, err := machineRoom().enter(ctx, s.Alone != "", logf)
+	leave, err := machineRoom().enter(ctx, s.Alone != "" || o.Alone, logf)
 	if err != nil {
 		return nil, err
 	}
