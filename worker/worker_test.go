@@ -88,6 +88,20 @@ func state(t *testing.T, pid int) string {
 	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
 }
 
+// waitState polls pid's state until ok accepts it or within has passed,
+// and returns the last state read.
+func waitState(t *testing.T, pid int, ok func(string) bool, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		s := state(t, pid)
+		if ok(s) || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // A worker paused by the nemesis is stopped by the kernel: its watchdog
 // stops renewing, and the lock key's PTTL in Redis runs out, though nothing
 // in the lock was asked to cooperate. Before the pause the same watchdog
@@ -108,16 +122,19 @@ func TestSIGSTOPpedWorkersWatchdogStopsRenewing(t *testing.T) {
 		t.Fatalf("a running worker's watchdog must keep the key alive 3 TTLs on; PTTL %v", pttl)
 	}
 	e.gate.PauseClient(0, 6*ttl)
-	time.Sleep(50 * time.Millisecond)
-	if s := state(t, p.PID()); s != "T" {
+	paused := time.Now()
+	// The state is polled, not read after a fixed sleep: a busy machine
+	// may deliver the stop, and the continue, late.
+	if s := waitState(t, p.PID(), func(s string) bool { return s == "T" }, 3*time.Second); s != "T" {
 		t.Fatalf("a paused worker must be stopped by the kernel; state %s", s)
 	}
-	time.Sleep(3 * ttl)
+	// The key, last renewed at most a third of a TTL before the pause,
+	// lapses a TTL into it; even read after the pause, it stays gone.
+	time.Sleep(3*ttl - time.Since(paused))
 	if pttl := e.redis.PTTL(ctx, "lock").Val(); pttl != -2*time.Nanosecond {
 		t.Fatalf("a SIGSTOPped worker's watchdog renewed its key: PTTL %v, want the key gone (-2)", pttl)
 	}
-	time.Sleep(3 * ttl)
-	if s := state(t, p.PID()); s == "T" || s == "gone" {
+	if s := waitState(t, p.PID(), func(s string) bool { return s != "T" }, 6*ttl+3*time.Second-time.Since(paused)); s == "T" || s == "gone" {
 		t.Fatalf("after the pause the worker must run again; state %s", s)
 	}
 	// Its lease is gone: the release deletes nothing.

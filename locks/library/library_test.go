@@ -15,8 +15,10 @@ import (
 )
 
 // ttl is every lease's; acquires wait a third of it, so one that finds the key
-// taken gives up before the holder's lease could lapse.
-const ttl = 300 * time.Millisecond
+// taken gives up before the holder's lease could lapse. It and the clients'
+// timeouts are long enough that a machine busy with stories answering late
+// is not mistaken for a library's answer.
+const ttl = time.Second
 
 // handles are two clients of one lock over the same nodes, the way a
 // scenario builds them; addrs are where the nodes listen.
@@ -56,9 +58,11 @@ func start(t *testing.T, name string) *handles {
 			t.Cleanup(p.Close)
 			return p
 		}
-		cfg := locks.Config{TTL: ttl, Wait: ttl / 3, Owner: owner}
+		// A tenth of a TTL between tries bounds how many a stopped node times
+		// out: redsync tries Wait/RetryDelay+1 times.
+		cfg := locks.Config{TTL: ttl, Wait: ttl / 3, RetryDelay: ttl / 10, Owner: owner, NodeTimeout: ttl / 2}
 		for _, n := range h.nodes {
-			c := cluster.NewClient(n.Addr(), cluster.ClientOptions{Timeout: 100 * time.Millisecond})
+			c := cluster.NewClient(n.Addr(), cluster.ClientOptions{Timeout: ttl / 2})
 			t.Cleanup(func() { c.Close() })
 			cfg.Clients = append(cfg.Clients, c)
 		}
@@ -97,7 +101,7 @@ func TestAdaptersClassifyTheLibrariesErrors(t *testing.T) {
 			lease, err = h.a.Acquire(ctx, "k")
 			is(t, "acquire after release", err, nil)
 			refreshed := name == "redislock-refresh"
-			time.Sleep(3 * ttl)
+			time.Sleep(2 * ttl)
 			if refreshed {
 				// The refresher keeps the key past its TTL.
 				_, err = h.b.Acquire(ctx, "k")
