@@ -72,8 +72,14 @@ func Run(ctx context.Context, l Lock, scenarioName string, want scenario.Expecta
 	if err := serveIfWorker(l); err != nil {
 		return nil, err
 	}
+	return scenario.Run(ctx, l.options(scenarioName, want, o))
+}
+
+// options are o with the scenario, l and what it must show set, as Run
+// and check run them.
+func (l Lock) options(scenarioName string, want scenario.Expectation, o scenario.Options) scenario.Options {
 	o.Scenario, o.Lock, o.Custom, o.Expect = scenarioName, l.Name, l.info(), &want
-	return scenario.Run(ctx, o)
+	return o
 }
 
 // Worker starts the running test again as a client worker (see package
@@ -217,15 +223,13 @@ func check(t testing.TB, l Lock, e scenario.Expectation, o scenario.Options, roo
 	if o.Story != nil {
 		name = o.Story.Name
 	}
-	res, err := Run(context.Background(), l, o.Scenario, e, o)
-	if err == nil && res.Outcome == scenario.Starved {
-		// The machine, not the lock, ran late: no evidence either way. It
-		// runs once more, alone on the machine, as scenario.RunUnstarved
-		// does (Run here also serves a worker), and says so.
-		t.Logf("%s: %s starved (%s); its run is kept in %s; running it once more, alone", name, l.Name, res.Starved, res.Dir)
-		o.Alone = true
-		res, err = Run(context.Background(), l, o.Scenario, e, o)
+	if err := serveIfWorker(l); err != nil {
+		t.Errorf("%s: %v", name, err)
+		return
 	}
+	// The machine, not the lock, may run late: a starved run is no
+	// evidence either way, and runs once more, alone, as a matrix's does.
+	res, err := scenario.RunUnstarved(context.Background(), l.options(o.Scenario, e, o), t.Logf)
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
 		return

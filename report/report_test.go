@@ -19,10 +19,7 @@ import (
 
 func runAndWrite(t *testing.T, out, scen, lock string, limit time.Duration) *scenario.Result {
 	t.Helper()
-	res, err := scenario.RunUnstarved(context.Background(), scenario.Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: out},
-		func(r *scenario.Result) {
-			t.Logf("%s / %s starved (%s); running it once more, alone", scen, lock, r.Starved)
-		})
+	res, err := scenario.RunUnstarved(context.Background(), scenario.Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: out}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,7 +116,7 @@ func TestAUserLocksOwnPointCanBeTrapped(t *testing.T) {
 		l, _ := locks.New("set-nx-px", c)
 		return pointLock{Lock: l, cfg: c}
 	}}
-	res, err := RunUnstarved(context.Background(), Options{Scenario: "test-user-point", Lock: "user", Custom: user, Out: t.TempDir()}, starvedOnce(t))
+	res, err := RunUnstarved(context.Background(), Options{Scenario: "test-user-point", Lock: "user", Custom: user, Out: t.TempDir()}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

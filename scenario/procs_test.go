@@ -32,7 +32,7 @@ func TestStoriesWithClientProcesses(t *testing.T) {
 	} {
 		t.Run(pair[0]+"/"+pair[1], func(t *testing.T) {
 			t.Parallel() // the machine's room seats them, a core each
-			res, err := RunUnstarved(context.Background(), Options{Scenario: pair[0], Lock: pair[1], ClientProcs: true, Out: t.TempDir()}, starvedOnce(t))
+			res, err := RunUnstarved(context.Background(), Options{Scenario: pair[0], Lock: pair[1], ClientProcs: true, Out: t.TempDir()}, t.Logf)
 			if err != nil {
 				t.Fatal(err)
 			}

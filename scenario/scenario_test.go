@@ -16,7 +16,7 @@ import (
 // run runs a pair on real Redis with a short time limit.
 func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 	t.Helper()
-	res, err := RunUnstarved(context.Background(), Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: t.TempDir()}, starvedOnce(t))
+	res, err := RunUnstarved(context.Background(), Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: t.TempDir()}, t.Logf)
 	if err != nil {
 		t.Fatalf("%s/%s: %v", scen, lock, err)
 	}
@@ -31,14 +31,6 @@ func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 // do not always answer within less, and a lock that cannot reach a quorum
 // makes no progress. The time
 // limit stays longer than the liveness allowance, so a stall still fails.
-// starvedOnce logs a starved first run, which RunUnstarved then runs once
-// more alone on the machine, as a matrix does.
-func starvedOnce(t *testing.T) func(*Result) {
-	return func(r *Result) {
-		t.Logf("%s / %s starved (%s); running it once more, alone", r.Scenario, r.Lock, r.Starved)
-	}
-}
-
 func TestBaselineEveryLockSixteenClients(t *testing.T) {
 	for _, lock := range locks.Names() {
 		if lock == "none" {
@@ -47,7 +39,7 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 		t.Run(lock, func(t *testing.T) {
 			t.Parallel() // the machine's room seats them, a core each
 			res, err := RunUnstarved(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
-				TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()}, starvedOnce(t))
+				TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()}, t.Logf)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,7 @@ func TestEveryMutantIsCaughtByItsStory(t *testing.T) {
 					Scenario: m.Story, Lock: m.Name, Out: t.TempDir(),
 					Custom: &locks.Info{Name: m.Name, Nodes: m.Nodes, Broken: true, New: m.New},
 					Expect: &scenario.Expectation{Outcome: m.Outcome, Show: []string{m.Signature}},
-				}, starvedOnce(t))
+				}, t.Logf)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -80,7 +80,7 @@ func TestMutantStoriesPassTheCorrectLock(t *testing.T) {
 		res, err := scenario.RunUnstarved(context.Background(), scenario.Options{
 			Scenario: story, Lock: "correct", Out: t.TempDir(),
 			Custom: &locks.Info{Name: "correct", New: mutants.Correct}, Expect: &want,
-		}, starvedOnce(t))
+		}, t.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestRandomFindsTheSplitRelease(t *testing.T) {
 	for _, m := range []mutants.Mutant{mutants.All[0], {Name: "correct", New: mutants.Correct}} {
 		res, err := scenario.RunUnstarved(context.Background(), scenario.Options{Scenario: "random", Lock: m.Name, Seed: 2, Out: t.TempDir(),
 			Custom: &locks.Info{Name: m.Name, New: m.New, Claims: setnxpx.Claims},
-			Expect: &scenario.Expectation{Outcome: scenario.PromiseKept}}, starvedOnce(t))
+			Expect: &scenario.Expectation{Outcome: scenario.PromiseKept}}, t.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -112,13 +112,5 @@ func TestRandomFindsTheSplitRelease(t *testing.T) {
 		if found != (m.Name == "get-then-del") {
 			t.Errorf("random seed 2, %s: outcome %s %v, matched %v, finding %q, explained %q", m.Name, res.Outcome, res.Observations, res.Matched, res.Finding, res.Explained)
 		}
-	}
-}
-
-// starvedOnce logs a starved first run, which RunUnstarved then runs once
-// more alone on the machine, as a matrix does.
-func starvedOnce(t *testing.T) func(*scenario.Result) {
-	return func(r *scenario.Result) {
-		t.Logf("%s / %s starved (%s); running it once more, alone", r.Scenario, r.Lock, r.Starved)
 	}
 }
