@@ -49,9 +49,11 @@ func (l Limits) Of(k Kind) time.Duration {
 
 // Faults reads the faults' own work out of a history: a restart's time to
 // ready (from its invoke to the node answering as itself, less the delay
-// the schedule asked for), and how long after its planned end a pause or a
-// stall was resumed. A fault that began before from (the clients' start)
-// is left out: nothing was judged then.
+// the schedule asked for), a Fault sample; and how long after its planned
+// end a pause or a stall was resumed, a Timer sample, since a resume is a
+// harness timer and a story's pause keeps only a timer's margin to the
+// lease it must end inside. A fault that began before from (the clients'
+// start) is left out: nothing was judged then.
 func Faults(ops []history.Op, from int64) []Sample {
 	var out []Sample
 	restarting := map[string]int64{}
@@ -81,7 +83,7 @@ func Faults(ops []history.Op, from int64) []Sample {
 			paused[target] = op
 		case history.Resume:
 			if p, ok := paused[target]; ok && p.Time >= from {
-				out = append(out, Sample{At: p.Time, Kind: Fault, Late: max(0, op.Time-p.Time-p.Value.Duration),
+				out = append(out, Sample{At: p.Time, Kind: Timer, Late: max(0, op.Time-p.Time-p.Value.Duration),
 					What: p.F + " of " + target})
 			}
 			delete(paused, target)
@@ -130,7 +132,7 @@ func Over(samples []Sample, lim Limits) string {
 	for _, k := range kinds {
 		s := worst[k]
 		what := map[Kind]string{Timer: "the harness's timers ran", Reply: "a node's reply came"}[k]
-		if k == Fault {
+		if s.What != "" {
 			what = "the " + s.What + " ran"
 		}
 		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))

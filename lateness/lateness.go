@@ -19,14 +19,16 @@ type Kind string
 const (
 	// Timer is how much later than asked a sleep of the harness woke: the
 	// scheduler's and the Go runtime's delay, which every pause, trap and
-	// lease check of the harness pays too.
+	// lease check of the harness pays too; a pause or stall resumed past
+	// its planned end is one such sleep.
 	Timer Kind = "timer"
 	// Reply is a PING's round trip to a node no fault touches, straight to
 	// its port: how long a server on this machine takes to answer anyone.
 	Reply Kind = "reply"
 	// Fault is how much longer a fault's own work took than the schedule
-	// planned: a restart's time to ready, a pause that ended late, a pause
-	// the gate had to cut short because what came before it ran late.
+	// planned: a restart's time to ready, which a story's schedule
+	// measures and gives room to (a pause that follows it begins once the
+	// node is back).
 	Fault Kind = "fault"
 )
 

@@ -51,7 +51,7 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 	for _, s := range samples {
 		x := float64(s.At) / 1e9
 		xmax, ymax = math.Max(xmax, x), math.Max(ymax, ms(s.Late))
-		if s.Kind == lateness.Fault {
+		if s.What != "" {
 			fs = append(fs, s)
 			continue
 		}
@@ -97,7 +97,7 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 		}
 		sc.GlyphStyle = draw.GlyphStyle{Color: palette[1], Radius: vg.Points(3), Shape: draw.PyramidGlyph{}}
 		p.Add(sc)
-		p.Legend.Add("a fault's own work", sc)
+		p.Legend.Add("a fault's overrun", sc)
 		series++
 		if err := labelFaults(p, fs, ms, xmax); err != nil {
 			return Chart{}, false, err
