@@ -57,7 +57,7 @@ func newCluster(t *testing.T, o cluster.Options, nodes ...cluster.NodeOptions) *
 }
 
 func direct(t *testing.T, n *cluster.Node) *redis.Client {
-	c := cluster.NewClient(n.Addr(), cluster.ClientOptions{Timeout: 300 * time.Millisecond})
+	c := cluster.NewClient(n.Addr(), cluster.ClientOptions{Timeout: time.Second})
 	t.Cleanup(func() { c.Close() })
 	return c
 }
