@@ -15,6 +15,11 @@ import (
 // turn a story's intended order of events into another one.
 const Fraction = 0.2
 
+// PauseFraction is the share of the TTL a pause or stall may overrun its
+// planned end: a story ends a pause that must not outlive a lease a tenth
+// of a TTL inside it, so an overrun of more may carry it past the lease.
+const PauseFraction = 0.1
+
 // FaultFraction is the share of the TTL a fault's own work may take: a
 // restart costs tens of milliseconds on an idle machine (a new process, its
 // start-up, our readiness poll), and a story that must fit a restart and a
@@ -25,15 +30,17 @@ const FaultFraction = 0.5
 type Limits struct {
 	Timer time.Duration `json:"timer"`
 	Reply time.Duration `json:"reply"`
+	Pause time.Duration `json:"pause"`
 	Fault time.Duration `json:"fault"`
 }
 
 // LimitsFor is the limits of a run at ttl: Fraction of it for timers and
-// replies, FaultFraction for a fault's work. A lock that bounds its own
-// replies more tightly lowers Reply to that bound.
+// replies, PauseFraction for a pause's overrun, FaultFraction for a
+// restart. A lock that bounds its own replies more tightly lowers Reply to
+// that bound.
 func LimitsFor(ttl time.Duration) Limits {
 	share := func(f float64) time.Duration { return time.Duration(f * float64(ttl)) }
-	return Limits{Timer: share(Fraction), Reply: share(Fraction), Fault: share(FaultFraction)}
+	return Limits{Timer: share(Fraction), Reply: share(Fraction), Pause: share(PauseFraction), Fault: share(FaultFraction)}
 }
 
 // Of is the limit of kind k.
@@ -43,17 +50,17 @@ func (l Limits) Of(k Kind) time.Duration {
 		return l.Timer
 	case Reply:
 		return l.Reply
+	case Pause:
+		return l.Pause
 	}
 	return l.Fault
 }
 
-// Faults reads the faults' own work out of a history: a restart's time to
-// ready (from its invoke to the node answering as itself, less the delay
-// the schedule asked for), a Fault sample; and how long after its planned
-// end a pause or a stall was resumed, a Timer sample, since a resume is a
-// harness timer and a story's pause keeps only a timer's margin to the
-// lease it must end inside. A fault that began before from (the clients'
-// start) is left out: nothing was judged then.
+// Faults reads the faults' overruns out of a history: how long after its
+// planned end a pause or a stall was resumed (Pause), and a restart's time
+// to ready (Fault: from its invoke to the node answering as itself, less
+// the delay the schedule asked for). A fault that began before from (the
+// clients' start) is left out: nothing was judged then.
 func Faults(ops []history.Op, from int64) []Sample {
 	var out []Sample
 	restarting := map[string]int64{}
@@ -83,7 +90,7 @@ func Faults(ops []history.Op, from int64) []Sample {
 			paused[target] = op
 		case history.Resume:
 			if p, ok := paused[target]; ok && p.Time >= from {
-				out = append(out, Sample{At: p.Time, Kind: Timer, Late: max(0, op.Time-p.Time-p.Value.Duration),
+				out = append(out, Sample{At: p.Time, Kind: Pause, Late: max(0, op.Time-p.Time-p.Value.Duration),
 					What: p.F + " of " + target})
 			}
 			delete(paused, target)
@@ -109,7 +116,7 @@ func Unfitted(ops []history.Op) string {
 // Over says in one line which kinds of sample ran later than their limit,
 // or "" when none did. Every kind that ran late is named with its worst
 // sample, so a reader sees whether the timers, the server or a fault's own
-// work was slow.
+// work was slow, with the limits it was judged by.
 func Over(samples []Sample, lim Limits) string {
 	worst := map[Kind]Sample{}
 	var kinds []Kind
@@ -137,8 +144,8 @@ func Over(samples []Sample, lim Limits) string {
 		}
 		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))
 	}
-	return fmt.Sprintf("%s (limits: timers %s, replies %s, a fault's own work %s)",
-		strings.Join(parts, "; "), lim.Timer, lim.Reply, lim.Fault)
+	return fmt.Sprintf("%s (limits: timers %s, replies %s, a pause's overrun %s, a restart %s)",
+		strings.Join(parts, "; "), lim.Timer, lim.Reply, lim.Pause, lim.Fault)
 }
 
 // Worst is the largest lateness of each kind, for a summary line.

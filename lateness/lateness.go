@@ -1,6 +1,6 @@
 // Package lateness measures how late the harness itself ran during a run:
-// its own timers, the replies of a node that no fault touches, and the
-// faults' own work (a restart's time to ready, a pause that overran). A
+// its own timers, the replies of a node that no fault touches, how far a
+// pause or stall overran its planned end, and a restart's time to ready. A
 // verdict that rests on timing is evidence only where these stayed well
 // inside the lease; where they did not, the machine was starved and the
 // run says so instead of judging.
@@ -19,12 +19,15 @@ type Kind string
 const (
 	// Timer is how much later than asked a sleep of the harness woke: the
 	// scheduler's and the Go runtime's delay, which every pause, trap and
-	// lease check of the harness pays too; a pause or stall resumed past
-	// its planned end is one such sleep.
+	// lease check of the harness pays too.
 	Timer Kind = "timer"
 	// Reply is a PING's round trip to a node no fault touches, straight to
 	// its port: how long a server on this machine takes to answer anyone.
 	Reply Kind = "reply"
+	// Pause is how long after its planned end a pause or stall of a
+	// client was lifted: the one fault whose end a story places inside a
+	// lease, so an overrun moves the story's order of events directly.
+	Pause Kind = "pause"
 	// Fault is how much longer a fault's own work took than the schedule
 	// planned: a restart's time to ready, which a story's schedule
 	// measures and gives room to (a pause that follows it begins once the
@@ -33,14 +36,15 @@ const (
 )
 
 // Sample is the worst lateness of one kind in one window of the run (for
-// faults, one fault).
+// Pause and Fault, one fault).
 type Sample struct {
 	// At is where the window (or the fault) starts, in harness ns.
 	At   int64 `json:"at"`
 	Kind Kind  `json:"kind"`
 	// Late is the worst lateness seen there, in ns.
 	Late int64 `json:"late"`
-	// What names the fault, for Fault samples.
+	// What names the fault, for Pause and Fault samples, which are read
+	// from the history rather than measured window by window.
 	What string `json:"what,omitempty"`
 }
 

@@ -34,10 +34,10 @@ const latenessLabels = 8
 const latenessCells = 1500
 
 // Lateness charts how late the harness ran through a run: the worst timer
-// and reply lateness of each window as lines, each fault's own overrun as
-// a named point, and the limits at ttl past which the run is starved (for
-// timers and replies, and for a fault's own work; none when ttl is zero)
-// as dashed lines, so a starved verdict can be seen against the faults it
+// and reply lateness of each window as lines, each pause's and restart's
+// overrun as a named point, and the limits at ttl past which the run is
+// starved (for timers and replies, a pause's overrun and a restart; none
+// when ttl is zero) as dashed lines, so a starved verdict can be seen against the faults it
 // fell among. ok is false when nothing was measured (a run cut short
 // before its clients were up).
 func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (Chart, bool, error) {
@@ -113,7 +113,8 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 		// The lock bounds its own replies more tightly than the TTL does.
 		limits = []limitLine{{lim.Timer, "starved above (timers)", vg.Points(6)}, {lim.Reply, "starved above (replies: the lock's bound)", vg.Points(10)}}
 	}
-	limits = append(limits, limitLine{lim.Fault, "starved above (a fault's work)", vg.Points(2)})
+	limits = append(limits, limitLine{lim.Pause, "starved above (a pause's overrun)", vg.Points(3)},
+		limitLine{lim.Fault, "starved above (a restart)", vg.Points(2)})
 	for _, lim := range limits {
 		if lim.at <= 0 {
 			continue
@@ -225,7 +226,7 @@ func latenessLine(r *scenario.Result) string {
 	for _, k := range []struct {
 		kind lateness.Kind
 		name string
-	}{{lateness.Timer, "timers"}, {lateness.Reply, "replies"}, {lateness.Fault, "faults"}} {
+	}{{lateness.Timer, "timers"}, {lateness.Reply, "replies"}, {lateness.Pause, "pauses"}, {lateness.Fault, "restarts"}} {
 		d, ok := worst[k.kind]
 		if !ok {
 			// A kind with no sample was not measured (no probe node, no
@@ -240,9 +241,9 @@ func latenessLine(r *scenario.Result) string {
 	case lim == lateness.Limits{}:
 		// Not judged: no limits to show.
 	case lim.Reply != lim.Timer:
-		line += fmt.Sprintf(" (limits: timers %s, replies %s, faults %s)", lim.Timer, lim.Reply, lim.Fault)
+		line += fmt.Sprintf(" (limits: timers %s, replies %s, pauses %s, restarts %s)", lim.Timer, lim.Reply, lim.Pause, lim.Fault)
 	default:
-		line += fmt.Sprintf(" (limits: %s, faults %s)", lim.Timer, lim.Fault)
+		line += fmt.Sprintf(" (limits: %s, pauses %s, restarts %s)", lim.Timer, lim.Pause, lim.Fault)
 	}
 	return line
 }

@@ -49,7 +49,7 @@ func starvedRun(dir string) *scenario.Result {
 			lateness.Sample{At: int64(at), Kind: lateness.Reply, Late: int64(300*time.Microsecond + at/1000)})
 	}
 	samples = append(samples,
-		lateness.Sample{At: int64(1400 * ms), Kind: lateness.Fault, Late: int64(180 * ms), What: "pause of process 1"},
+		lateness.Sample{At: int64(1400 * ms), Kind: lateness.Pause, Late: int64(180 * ms), What: "pause of process 1"},
 		lateness.Sample{At: int64(2200 * ms), Kind: lateness.Fault, Late: int64(30 * ms), What: "restart of n1"})
 	return &scenario.Result{Scenario: "paused-holder", Lock: "set-nx-px", TTL: "500ms", TimeLimit: "3s",
 		Expected: scenario.Expectation{Outcome: scenario.Unsafe}, Outcome: scenario.Starved, Starved: starvedWhy,
@@ -62,7 +62,7 @@ func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
 	report.Summary(&sum, r)
 	for _, want := range []string{
 		"  starved: " + starvedWhy + " (the checkers' verdicts below prove nothing either way)\n",
-		"  lateness: timers 250ms, replies 3.3ms, faults 180ms (limits: 100ms, faults 250ms)\n",
+		"  lateness: timers 250ms, replies 3.3ms, pauses 180ms, restarts 30ms (limits: 100ms, pauses 50ms, restarts 250ms)\n",
 	} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("the summary does not say %q:\n%s", want, sum.String())
@@ -77,7 +77,7 @@ func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Starved never matches, so the chart is zoomable too.
-	for _, want := range []string{`<p class="verdict bad">starved: `, `<a href="lateness.svg"><img src="lateness.png"`, "faults 180ms (limits: 100ms, faults 250ms)"} {
+	for _, want := range []string{`<p class="verdict bad">starved: `, `<a href="lateness.svg"><img src="lateness.png"`, "pauses 180ms, restarts 30ms (limits: 100ms, pauses 50ms, restarts 250ms)"} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("index.html does not say %q", want)
 		}
@@ -137,10 +137,10 @@ func TestLatenessChartSeries(t *testing.T) {
 		lim  lateness.Limits
 		want int
 	}{
-		{"all kinds and both limits", func(lateness.Sample) bool { return true }, lateness.LimitsFor(500 * time.Millisecond), 5},
+		{"all kinds and both limits", func(lateness.Sample) bool { return true }, lateness.LimitsFor(500 * time.Millisecond), 6},
 		{"timers only, no limit known", func(s lateness.Sample) bool { return s.Kind == lateness.Timer }, lateness.Limits{}, 1},
-		{"faults and both limits", func(s lateness.Sample) bool { return s.Kind == lateness.Fault }, lateness.LimitsFor(500 * time.Millisecond), 3},
-		{"all kinds, the lock's own reply bound too", func(lateness.Sample) bool { return true }, tight, 6},
+		{"the faults' overruns and every limit", func(s lateness.Sample) bool { return s.Kind == lateness.Pause || s.Kind == lateness.Fault }, lateness.LimitsFor(500 * time.Millisecond), 4},
+		{"all kinds, the lock's own reply bound too", func(lateness.Sample) bool { return true }, tight, 7},
 	} {
 		var samples []lateness.Sample
 		for _, s := range r.Lateness {

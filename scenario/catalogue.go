@@ -35,7 +35,7 @@ const (
 	// Undecided: some checker could not decide. Never matches.
 	Undecided = "unknown"
 	// Starved: the harness itself ran late (its timers, a node's replies,
-	// a fault's own work) by more than the story's timing allows, so the
+	// a pause's overrun, a restart) by more than the story's timing allows, so the
 	// checkers' verdict is not evidence either way. Never matches.
 	Starved = "starved"
 )

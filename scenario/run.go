@@ -224,7 +224,7 @@ type Result struct {
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`
 	// Lateness is how late the harness ran from Ready on: its timers and a
-	// node's replies window by window, and each fault's own work.
+	// node's replies window by window, and each fault's overrun.
 	Lateness []lateness.Sample `json:"lateness"`
 	// Late says, when the lateness passed a limit, by how much and where,
 	// whether or not the verdict rested on it.
@@ -594,9 +594,9 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 	if r.Vacuous = vacuity(s, r.Ops); r.Vacuous != "" {
 		r.Outcome = Vacuous
 	}
-	// The faults' own work is read again from the history, so a run judged
-	// twice counts it once.
-	r.Lateness = append(slices.DeleteFunc(r.Lateness, func(s lateness.Sample) bool { return s.Kind == lateness.Fault }),
+	// The faults' overruns are read again from the history, so a run
+	// judged twice counts them once.
+	r.Lateness = append(slices.DeleteFunc(r.Lateness, func(s lateness.Sample) bool { return s.Kind == lateness.Pause || s.Kind == lateness.Fault }),
 		lateness.Faults(r.Ops, r.Ready)...)
 	// A starved run's story may not have happened as told, or happened in
 	// another order: that, not its vacuity, is what a reader needs to know.
