@@ -139,7 +139,7 @@ func Over(samples []Sample, lim Limits) string {
 	for _, k := range kinds {
 		s := worst[k]
 		what := map[Kind]string{Timer: "the harness's timers ran", Reply: "a node's reply came"}[k]
-		if s.What != "" {
+		if k.FromHistory() {
 			what = "the " + s.What + " ran"
 		}
 		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))

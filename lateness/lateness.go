@@ -35,6 +35,11 @@ const (
 	Fault Kind = "fault"
 )
 
+// FromHistory says whether samples of k are read from the history, one per
+// fault and named by What (Pause, Fault), rather than measured window by
+// window: what a judge reads again and a chart draws as named points.
+func (k Kind) FromHistory() bool { return k == Pause || k == Fault }
+
 // Sample is the worst lateness of one kind in one window of the run (for
 // Pause and Fault, one fault).
 type Sample struct {

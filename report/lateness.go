@@ -37,8 +37,8 @@ const latenessCells = 1500
 // and reply lateness of each window as lines, each pause's and restart's
 // overrun as a named point, and the limits at ttl past which the run is
 // starved (for timers and replies, a pause's overrun and a restart; none
-// when ttl is zero) as dashed lines, so a starved verdict can be seen against the faults it
-// fell among. ok is false when nothing was measured (a run cut short
+// when ttl is zero) as dashed lines, so a starved verdict can be seen
+// against the faults it fell among. ok is false when nothing was measured (a run cut short
 // before its clients were up).
 func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (Chart, bool, error) {
 	if len(samples) == 0 {
@@ -51,7 +51,7 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 	for _, s := range samples {
 		x := float64(s.At) / 1e9
 		xmax, ymax = math.Max(xmax, x), math.Max(ymax, ms(s.Late))
-		if s.What != "" {
+		if s.Kind.FromHistory() {
 			fs = append(fs, s)
 			continue
 		}

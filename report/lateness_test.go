@@ -139,7 +139,7 @@ func TestLatenessChartSeries(t *testing.T) {
 	}{
 		{"all kinds and both limits", func(lateness.Sample) bool { return true }, lateness.LimitsFor(500 * time.Millisecond), 6},
 		{"timers only, no limit known", func(s lateness.Sample) bool { return s.Kind == lateness.Timer }, lateness.Limits{}, 1},
-		{"the faults' overruns and every limit", func(s lateness.Sample) bool { return s.Kind == lateness.Pause || s.Kind == lateness.Fault }, lateness.LimitsFor(500 * time.Millisecond), 4},
+		{"the faults' overruns and every limit", func(s lateness.Sample) bool { return s.Kind.FromHistory() }, lateness.LimitsFor(500 * time.Millisecond), 4},
 		{"all kinds, the lock's own reply bound too", func(lateness.Sample) bool { return true }, tight, 7},
 	} {
 		var samples []lateness.Sample

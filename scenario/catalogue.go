@@ -35,8 +35,9 @@ const (
 	// Undecided: some checker could not decide. Never matches.
 	Undecided = "unknown"
 	// Starved: the harness itself ran late (its timers, a node's replies,
-	// a pause's overrun, a restart) by more than the story's timing allows, so the
-	// checkers' verdict is not evidence either way. Never matches.
+	// a pause's overrun, a restart) by more than the story's timing
+	// allows, so the checkers' verdict is not evidence either way. Never
+	// matches.
 	Starved = "starved"
 )
 

@@ -596,7 +596,7 @@ func (r *Result) judge(s Scenario, info locks.Info, ttl time.Duration) {
 	}
 	// The faults' overruns are read again from the history, so a run
 	// judged twice counts them once.
-	r.Lateness = append(slices.DeleteFunc(r.Lateness, func(s lateness.Sample) bool { return s.Kind == lateness.Pause || s.Kind == lateness.Fault }),
+	r.Lateness = append(slices.DeleteFunc(r.Lateness, func(s lateness.Sample) bool { return s.Kind.FromHistory() }),
 		lateness.Faults(r.Ops, r.Ready)...)
 	// A starved run's story may not have happened as told, or happened in
 	// another order: that, not its vacuity, is what a reader needs to know.
