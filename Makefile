@@ -11,7 +11,7 @@ run: setup
 # reproduce as expected.
 #
 # Nothing compiles beside a story whose verdict rests on timing: a cold
-# compile takes cores the machine-wide room (scenario/room.go) does not
+# compile takes cores the machine-wide room (engine/room.go) does not
 # count, and can stretch a node's restart to most of a lease. So the steps
 # run in this order:
 # - setup: apt, the node image's tool, the matrix's command and the
@@ -30,12 +30,14 @@ run: setup
 #   (docker-matrix), alone: a container's restart is the slowest fault.
 # Every run measures how late the harness itself ran and says starved,
 # rather than judge, where it ran later than a fifth of a TTL.
+#
+# Each step says how long it took (scripts/step.sh).
 test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target setup tools
-	$(MAKE) --no-print-directory build
-	$(MAKE) --no-print-directory lint
-	$(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
-	$(MAKE) --no-print-directory docker-matrix
+	@./scripts/step.sh "setup and tools" $(MAKE) --no-print-directory -j2 --output-sync=target setup tools
+	@./scripts/step.sh build $(MAKE) --no-print-directory build
+	@./scripts/step.sh lint $(MAKE) --no-print-directory lint
+	@./scripts/step.sh "unit and matrix" $(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
+	@./scripts/step.sh docker-matrix $(MAKE) --no-print-directory docker-matrix
 
 # Compiles and links every test binary of both modules into .testbin
 # (go test would link them again on every run) and the matrix's command

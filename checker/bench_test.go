@@ -56,7 +56,7 @@ func BenchmarkCheckers(b *testing.B) {
 		Intervals{}, Linearizable{Timeout: time.Minute}, Linearizable{Semantics: Fenced, Timeout: time.Minute},
 		Promise{}, Resource{}, Liveness{Allowance: time.Second}, Fairness{Margin: 20},
 	} {
-		name := c.Name()
+		name := string(c.Name())
 		if l, ok := c.(Linearizable); ok && l.Semantics == Fenced {
 			name += "-fenced"
 		}
@@ -89,10 +89,10 @@ func BenchmarkMillionOps(b *testing.B) {
 				lin := Linearizable{Timeout: time.Minute}
 				for _, c := range []Checker{Intervals{}, lin, Promise{}, Resource{}, Liveness{Allowance: time.Second}, Fairness{Margin: 20}} {
 					v := c.Check(ops)
-					if (c.Name() == "linearizable" || c.Name() == "intervals") && (v.Valid == Valid) != (bad < 0) {
+					if (c.Name() == LinearizableName || c.Name() == IntervalsName) && (v.Valid == Valid) != (bad < 0) {
 						b.Fatalf("%s: %v on a %s history", c.Name(), v.Valid, name)
 					}
-					if bad >= 0 && c.Name() == "linearizable" {
+					if bad >= 0 && c.Name() == LinearizableName {
 						w := lin.Timeline(ops, v.Anomalies[0].Start, 2000)
 						if w.From > v.Anomalies[0].Start || w.To < v.Anomalies[0].End {
 							b.Fatalf("the timeline window %d–%d misses the anomaly %+v", w.From, w.To, v.Anomalies[0])

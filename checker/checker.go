@@ -33,7 +33,8 @@ func (v Validity) String() string {
 	return "unknown"
 }
 
-// MarshalJSON writes true, false or "unknown", as DESIGN.md's verdict says.
+// MarshalJSON writes true, false or "unknown": a reader of results.json
+// tells a verdict that failed from one that could not decide.
 func (v Validity) MarshalJSON() ([]byte, error) {
 	switch v {
 	case Valid:
@@ -74,15 +75,70 @@ type Anomaly struct {
 	Text string `json:"text"`
 }
 
-// Verdict is a checker's judgement of one history.
+// Verdict is a checker's judgement of one history. It is written to
+// results.json and read back to judge a stored run again, so every field
+// reads back equal to what was written.
 type Verdict struct {
-	Checker string   `json:"checker"`
+	Checker Name     `json:"checker"`
 	Valid   Validity `json:"valid"`
 	// Anomalies lists up to maxListed of each kind, in the order found.
 	Anomalies []Anomaly `json:"anomalies,omitempty"`
 	// Counts has every anomaly of every kind, listed or not.
-	Counts  map[string]int `json:"anomaly_counts,omitempty"`
-	Details map[string]any `json:"details,omitempty"`
+	Counts map[string]int `json:"anomaly_counts,omitempty"`
+	// Details are the checker's own numbers beside the anomalies.
+	Details Details `json:"details,omitzero"`
+}
+
+// Details are the numbers a checker reports beside its anomalies: how much
+// it saw (so a valid verdict can be told from one about nothing), and what
+// readers sum up, such as the writes a fenced store refused. They are typed
+// fields, not a map, so a verdict loaded from results.json reads the same
+// as the one written: a map's numbers would come back as float64.
+//
+// Each checker fills its own fields and leaves the others zero. A zero
+// field is left out of results.json and reads back as zero, which, for the
+// checker the verdict names, is what it meant. Spans of harness time are
+// time.Duration, written as integer nanoseconds (the _ns keys).
+type Details struct {
+	// Resource: accepted, unknown-outcome and stale-fence-refused writes
+	// of the register, increments lost, and stale writes accepted.
+	WritesAccepted      int `json:"writes_accepted,omitempty"`
+	WritesUnknown       int `json:"writes_unknown,omitempty"`
+	StaleWritesRejected int `json:"stale_writes_rejected,omitempty"`
+	LostUpdates         int `json:"lost_updates,omitempty"`
+	StaleWritesAccepted int `json:"stale_writes_accepted,omitempty"`
+
+	// Intervals: the holds judged, the pairs that overlapped and their
+	// total overlap, and the releases that took another's key.
+	Holds           int           `json:"holds,omitempty"`
+	DoubleHolders   int           `json:"double_holders,omitempty"`
+	Overlap         time.Duration `json:"overlap_ns,omitempty"`
+	ForeignReleases int           `json:"foreign_releases,omitempty"`
+
+	// Linearizable: the lock operations searched, the model, the
+	// segments they were cut into, and why the search gave no answer
+	// (when it did not).
+	Operations int    `json:"operations,omitempty"`
+	Model      string `json:"model,omitempty"`
+	Segments   int    `json:"segments,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+
+	// Promise: the promises (validity spans) the lock made, the pairs
+	// that overlapped, the releases refused within their lease, and a
+	// note when the lock made no promise to check.
+	Promises       int    `json:"promises,omitempty"`
+	BrokenPromises int    `json:"broken_promises,omitempty"`
+	LeasesLost     int    `json:"leases_lost,omitempty"`
+	Note           string `json:"note,omitempty"`
+
+	// Liveness: the longest stall a correct lock may show, and the
+	// longest stall seen.
+	Allowance    time.Duration `json:"allowance_ns,omitempty"`
+	LongestStall time.Duration `json:"longest_stall_ns,omitempty"`
+
+	// Fairness: the grants judged, and the overtakings among them.
+	Grants      int `json:"grants,omitempty"`
+	Overtakings int `json:"overtakings,omitempty"`
 }
 
 // add records an anomaly: the verdict becomes invalid, the kind is
@@ -101,7 +157,7 @@ func (v *Verdict) add(a Anomaly) {
 // Checker judges a history.
 type Checker interface {
 	// Name is how verdicts and expectations refer to it.
-	Name() string
+	Name() Name
 	// Check judges ops (the whole history, in recorded order).
 	Check(ops []history.Op) Verdict
 }

@@ -183,7 +183,7 @@ func TestResourceStaleFenceRejectedIsSafe(t *testing.T) {
 	x.add(1, history.Invoke, history.Write, "R", fenced(2, 2), 20, "").add(1, history.OK, history.Write, "R", nil, 21, "")
 	x.add(0, history.Invoke, history.Write, "R", fenced(2, 1), 30, "").add(0, history.Fail, history.Write, "R", nil, 31, ErrStaleFence)
 	v := res(x)
-	if v.Valid != Valid || v.Details["stale_writes_rejected"] != 1 {
+	if v.Valid != Valid || v.Details.StaleWritesRejected != 1 {
 		t.Fatalf("want valid with one rejection, got %+v", v)
 	}
 }

@@ -79,7 +79,7 @@ func agreement(ops []history.Op, allow int64) (int, []string) {
 	}
 	want, longest := refDeadlocks(ops, allow)
 	compare("deadlocks", fmt.Sprint(stalls), fmt.Sprint(want))
-	compare("longest stall", lv.Details["longest_stall_ns"], longest)
+	compare("longest stall", int64(lv.Details.LongestStall), longest)
 
 	// linearizable: the checker, porcupine on the whole history with and
 	// without the reductions, and the brute force, on every model.
@@ -165,7 +165,7 @@ func cmpPair(a, b refPair) int {
 func TestCheckersAgreeWithReferences(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	histories, checks, differ := 0, 0, 0
-	invalid := map[string]int{}
+	invalid := map[Name]int{}
 	byWhat := map[string]int{} // differences by what was compared
 	// tally counts one history's comparisons and shows its first few
 	// differences.
@@ -196,11 +196,11 @@ func TestCheckersAgreeWithReferences(t *testing.T) {
 		n, diffs := resourceAgreement(ops)
 		tally(n, diffs, ops)
 		if res(h(ops)).Valid == Invalid {
-			invalid["resource"]++
+			invalid[ResourceName]++
 		}
 	}
 	// The comparison means something only if every checker says both.
-	for _, name := range []string{"intervals", "promise", "liveness", "linearizable", "resource"} {
+	for _, name := range []Name{IntervalsName, PromiseName, LivenessName, LinearizableName, ResourceName} {
 		if invalid[name] < 100 || invalid[name] > 3000 {
 			t.Errorf("%s judged %d histories invalid: the random histories do not exercise both verdicts", name, invalid[name])
 		}

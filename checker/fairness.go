@@ -20,12 +20,12 @@ type Fairness struct {
 	Margin time.Duration
 }
 
-// Name is "fairness".
-func (Fairness) Name() string { return "fairness" }
+// Name is FairnessName.
+func (Fairness) Name() Name { return FairnessName }
 
 // Check reports overtakings.
 func (f Fairness) Check(ops []history.Op) Verdict {
-	v := Verdict{Checker: "fairness", Valid: Valid, Details: map[string]any{}}
+	v := Verdict{Checker: FairnessName, Valid: Valid}
 	// wait is one acquire that ended in a grant or a give-up.
 	type wait struct {
 		process     int
@@ -67,7 +67,7 @@ func (f Fairness) Check(ops []history.Op) Verdict {
 			v.add(Anomaly{Kind: "overtaken", Key: a.key, Processes: []int{a.process, b.process}, Start: b.end, End: a.end, Text: text})
 		}
 	}
-	v.Details["grants"] = grants
-	v.Details["overtakings"] = count
+	v.Details.Grants = grants
+	v.Details.Overtakings = count
 	return v
 }

@@ -207,7 +207,7 @@ func TestLivenessReportsEachStallOnce(t *testing.T) {
 	}
 	x.op(2, history.Acquire, "L", history.OK, 950, 1000, nil)
 	v := Liveness{Allowance: 200}.Check(sorted(x))
-	if v.Counts["deadlock"] != 1 || v.Anomalies[0].Start != 6 || v.Anomalies[0].End != 1000 || v.Details["longest_stall_ns"] != int64(994) {
+	if v.Counts["deadlock"] != 1 || v.Anomalies[0].Start != 6 || v.Anomalies[0].End != 1000 || v.Details.LongestStall != 994 {
 		t.Errorf("one stall, 6 to 1000: %+v", v)
 	}
 }

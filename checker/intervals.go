@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"time"
 
 	"github.com/locktorture/locktorture/history"
 )
@@ -56,8 +57,8 @@ func Overlaps(holds []Hold) []Overlap {
 // Redis believed. It names both holders and the span they shared.
 type Intervals struct{}
 
-// Name is "intervals".
-func (Intervals) Name() string { return "intervals" }
+// Name is IntervalsName.
+func (Intervals) Name() Name { return IntervalsName }
 
 // Check reports every overlapping pair of holds.
 func (Intervals) Check(ops []history.Op) Verdict {
@@ -66,7 +67,7 @@ func (Intervals) Check(ops []history.Op) Verdict {
 	for i := range hs {
 		holds[i] = hs[i].Hold
 	}
-	v := Verdict{Checker: "intervals", Valid: Valid, Details: map[string]any{"holds": len(holds)}}
+	v := Verdict{Checker: IntervalsName, Valid: Valid, Details: Details{Holds: len(holds)}}
 	count := 0
 	var overlap int64
 	for _, o := range Overlaps(holds) {
@@ -80,11 +81,11 @@ func (Intervals) Check(ops []history.Op) Verdict {
 		})
 	}
 	if count > 0 {
-		v.Details["double_holders"] = count
-		v.Details["overlap_ns"] = overlap
+		v.Details.DoubleHolders = count
+		v.Details.Overlap = time.Duration(overlap)
 	}
 	if n := foreignReleases(hs, refusals, &v); n > 0 {
-		v.Details["foreign_releases"] = n
+		v.Details.ForeignReleases = n
 	}
 	return v
 }

@@ -191,8 +191,8 @@ type Linearizable struct {
 	Timeout time.Duration
 }
 
-// Name is "linearizable".
-func (Linearizable) Name() string { return "linearizable" }
+// Name is LinearizableName.
+func (Linearizable) Name() Name { return LinearizableName }
 
 // timeout is Timeout, a minute if unset.
 func (l Linearizable) timeout() time.Duration {
@@ -207,8 +207,8 @@ func (l Linearizable) Check(ops []history.Op) Verdict {
 	timeout := l.timeout()
 	pops := MutexOperations(ops)
 	segs := segmentsOf(l.Semantics, pops, minSegment)
-	v := Verdict{Checker: "linearizable", Details: map[string]any{
-		"operations": len(pops), "model": l.Semantics.String(), "segments": len(segs)}}
+	v := Verdict{Checker: LinearizableName, Details: Details{
+		Operations: len(pops), Model: l.Semantics.String(), Segments: len(segs)}}
 	res, bad := checkSegments(l.Semantics, segs, timeout)
 	switch res {
 	case porcupine.Ok:
@@ -226,7 +226,7 @@ func (l Linearizable) Check(ops []history.Op) Verdict {
 		})
 	default:
 		v.Valid = Unknown
-		v.Details["reason"] = fmt.Sprintf("search did not finish within %s", timeout)
+		v.Details.Reason = fmt.Sprintf("search did not finish within %s", timeout)
 	}
 	return v
 }

@@ -37,15 +37,15 @@ type Liveness struct {
 	Allowance time.Duration
 }
 
-// Name is "liveness".
-func (Liveness) Name() string { return "liveness" }
+// Name is LivenessName.
+func (Liveness) Name() Name { return LivenessName }
 
 // busy is a span in which a key was held, or may have been.
 type busy struct{ start, end int64 }
 
 // Check reports stalls longer than the allowance.
 func (l Liveness) Check(ops []history.Op) Verdict {
-	v := Verdict{Checker: "liveness", Valid: Valid, Details: map[string]any{"allowance_ns": int64(l.Allowance)}}
+	v := Verdict{Checker: LivenessName, Valid: Valid, Details: Details{Allowance: l.Allowance}}
 	if len(ops) == 0 {
 		return v
 	}
@@ -127,7 +127,7 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 	}
 	// The longest stall that ended, flagged or not (how close a correct
 	// lock came), or the flagged one still on at the end, if longer.
-	v.Details["longest_stall_ns"] = longest
+	v.Details.LongestStall = time.Duration(longest)
 	return v
 }
 

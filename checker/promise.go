@@ -22,8 +22,8 @@ import (
 // promises that it is.
 type Promise struct{}
 
-// Name is "promise".
-func (Promise) Name() string { return "promise" }
+// Name is PromiseName.
+func (Promise) Name() Name { return PromiseName }
 
 // promised is a span during which the lock promised a key to a process.
 type promised struct {
@@ -34,15 +34,15 @@ type promised struct {
 
 // Check reports overlapping promises.
 func (Promise) Check(ops []history.Op) Verdict {
-	v := Verdict{Checker: "promise", Valid: Valid, Details: map[string]any{}}
+	v := Verdict{Checker: PromiseName, Valid: Valid}
 	holds, refusals := holdsOf(ops)
 	var promises []promised
 	for i := range holds {
 		promises = append(promises, promisesOf(&holds[i])...)
 	}
-	v.Details["promises"] = len(promises)
+	v.Details.Promises = len(promises)
 	if len(promises) == 0 && len(refusals) == 0 {
-		v.Details["note"] = "the lock gives no validity deadlines: nothing to check"
+		v.Details.Note = "the lock gives no validity deadlines: nothing to check"
 		return v
 	}
 	sort.SliceStable(promises, func(i, j int) bool { return promises[i].start < promises[j].start })
@@ -62,14 +62,14 @@ func (Promise) Check(ops []history.Op) Verdict {
 					a.key, a.process, b.process, seconds(b.start), seconds(to), span(to-b.start))})
 		}
 	}
-	v.Details["broken_promises"] = count
+	v.Details.BrokenPromises = count
 	for _, r := range refusals {
 		v.add(Anomaly{Kind: "lease-lost", Key: r.Key, Processes: []int{r.Process}, Start: r.Sent, End: r.Deadline,
 			Text: fmt.Sprintf("process %d's release of %q at %s was refused, %s before the deadline the lock had promised it: the lock lost the key under its holder",
 				r.Process, r.Key, seconds(r.Sent), span(r.Deadline-r.Returned))})
 	}
 	if len(refusals) > 0 {
-		v.Details["leases_lost"] = len(refusals)
+		v.Details.LeasesLost = len(refusals)
 	}
 	return v
 }

@@ -19,8 +19,8 @@ const ErrStaleFence = "stale fencing token"
 // greater than one accepted before it began means the fence failed.
 type Resource struct{}
 
-// Name is "resource".
-func (Resource) Name() string { return "resource" }
+// Name is ResourceName.
+func (Resource) Name() Name { return ResourceName }
 
 type write struct {
 	process    int
@@ -31,7 +31,7 @@ type write struct {
 
 // Check reports lost updates and stale writes.
 func (Resource) Check(ops []history.Op) Verdict {
-	v := Verdict{Checker: "resource", Valid: Valid, Details: map[string]any{}}
+	v := Verdict{Checker: ResourceName, Valid: Valid}
 	var accepted []write
 	unknown := map[string]int{} // writes of unknown outcome, by key
 	rejected := 0
@@ -72,13 +72,13 @@ func (Resource) Check(ops []history.Op) Verdict {
 			}
 		}
 	}
-	v.Details["writes_accepted"] = len(accepted)
+	v.Details.WritesAccepted = len(accepted)
 	nUnknown := 0
 	for _, n := range unknown {
 		nUnknown += n
 	}
-	v.Details["writes_unknown"] = nUnknown
-	v.Details["stale_writes_rejected"] = rejected
+	v.Details.WritesUnknown = nUnknown
+	v.Details.StaleWritesRejected = rejected
 
 	lost := map[string]int{} // by key
 	first := map[string]map[int64]write{}
@@ -106,13 +106,13 @@ func (Resource) Check(ops []history.Op) Verdict {
 	for _, n := range lost {
 		nLost += n
 	}
-	v.Details["lost_updates"] = nLost
+	v.Details.LostUpdates = nLost
 
 	stale := staleWrites(accepted)
 	for _, a := range stale {
 		v.add(a)
 	}
-	v.Details["stale_writes_accepted"] = len(stale)
+	v.Details.StaleWritesAccepted = len(stale)
 
 	// A read begun after every write of its key had completed sees the
 	// final value; with no unknown writes of that key it must equal the

@@ -8,11 +8,13 @@ import (
 	"time"
 )
 
-// aofSampler remembers the size of a node's incremental AOF files every
-// 100 ms, so PowerLoss can cut them back to what appendfsync everysec had
-// surely put on disk.
+// aofSampler remembers the size of the files a node fsyncs on a timer
+// (Redis's incremental AOF files under appendfsync everysec) every 100 ms,
+// so PowerLoss can cut them back to what the timer had surely put on disk.
 type aofSampler struct {
-	dir  string
+	// glob names the files (Kind.Unsynced), found afresh at every sample:
+	// a server may start new ones.
+	glob string
 	stop chan struct{}
 
 	mu      sync.Mutex
@@ -24,8 +26,8 @@ type aofSample struct {
 	sizes map[string]int64
 }
 
-func startAOFSampler(dir string) *aofSampler {
-	s := &aofSampler{dir: dir, stop: make(chan struct{})}
+func startAOFSampler(glob string) *aofSampler {
+	s := &aofSampler{glob: glob, stop: make(chan struct{})}
 	s.sample()
 	go func() {
 		t := time.NewTicker(100 * time.Millisecond)
@@ -43,7 +45,7 @@ func startAOFSampler(dir string) *aofSampler {
 }
 
 func (s *aofSampler) files() []string {
-	f, _ := filepath.Glob(filepath.Join(s.dir, "appendonlydir", "*.incr.aof"))
+	f, _ := filepath.Glob(s.glob)
 	return f
 }
 
@@ -63,8 +65,7 @@ func (s *aofSampler) sample() {
 	}
 }
 
-// truncateToSynced cuts every incremental AOF back to its size at least
-// `lag` ago (its size at the first sample, if the node is younger).
+// truncateToSynced cuts every file back to its size at least `lag` ago (its size at the first sample, if the node is younger).
 func (s *aofSampler) truncateToSynced(lag time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()

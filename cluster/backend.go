@@ -15,21 +15,23 @@ import (
 // Links; a backend decides what a node is and how a fault reaches it.
 type Backend interface {
 	// Start makes the server spec describes and starts it; when Start
-	// returns, the server answers PING with its data loaded.
+	// returns, the server is ready by its kind's Ready, with its data
+	// loaded. A backend that cannot run spec's kind says so here.
 	Start(ctx context.Context, spec ServerSpec) (Server, error)
 	// Close removes everything the backend made for the cluster: it is
 	// called on every exit path, after a panic too, and more than once.
 	Close() error
 }
 
-// Server is one redis-server or redis-sentinel as a backend runs it, and
-// what the nemesis can do to it. The caller serialises calls on a server.
+// Server is one server (of any Kind) as a backend runs it, and what the
+// nemesis can do to it. The caller serialises calls on a server.
 type Server interface {
 	// Addr is where the harness reaches the server (admin commands, and
 	// the upstream of the client links).
 	Addr() string
 	// PeerAddr is where other servers reach it (REPLICAOF, sentinel
-	// monitor), and what sentinels name when asked for the master.
+	// monitor, an ensemble's peers), and what sentinels name when asked
+	// for the master.
 	PeerAddr() string
 	// Start starts a killed or stopped server again: same addresses, and
 	// what its disk kept.
@@ -37,9 +39,9 @@ type Server interface {
 	// Kill is kill -9: no shutdown, no final fsync.
 	Kill() error
 	// PowerLoss is Kill plus the loss of what the disk had not been told
-	// to keep (appendfsync everysec: the last second).
+	// to keep (Kind.Unsynced: for appendfsync everysec the last second).
 	PowerLoss() error
-	// Stop shuts the server down gracefully (SIGTERM).
+	// Stop shuts the server down gracefully (its kind's stop signal).
 	Stop() error
 	// Pause freezes the server whole: it keeps its state and its port but
 	// answers nothing until Resume.
@@ -47,8 +49,9 @@ type Server interface {
 	Resume() error
 	// Paused reports whether Pause froze it (a kill or restart ends that).
 	Paused() bool
-	// SetClockOffset moves the clock the server's key expiry follows. The
-	// cluster calls it only for a spec that asked for Clock.
+	// SetClockOffset moves the wall clock the server reads (for Redis,
+	// the one its key expiry follows). The cluster calls it only for a
+	// spec that asked for Clock.
 	SetClockOffset(d time.Duration) error
 	// Info says where to find the server, for the run directory.
 	Info() NodeInfo
@@ -68,14 +71,16 @@ type Firewall interface {
 // ServerSpec is a server as the harness wants it, the same for every
 // backend.
 type ServerSpec struct {
-	Name        string
+	Name string
+	// Kind is what server runs; the cluster always sets it, and
+	// ServerKind reads a spec made without it as Redis (or Sentinel).
+	Kind        *Kind
 	Persistence Persistence
 	// Clock runs the server under libfaketime so SetClockOffset works.
 	Clock bool
 	// Args are appended to a data node's command line.
 	Args []string
-	// Sentinel, when set, makes the server a redis-sentinel watching a
-	// master instead of a data node.
+	// Sentinel is what a SentinelKind server watches.
 	Sentinel *SentinelConf
 }
 
@@ -141,11 +146,15 @@ type NewBackend func(Options) (Backend, error)
 
 var (
 	backendsMu sync.Mutex
-	backends   = map[string]NewBackend{}
+	// backends starts with the package's own: a cluster runs locally with
+	// nothing registered.
+	backends = map[string]NewBackend{Local: newLocal}
 )
 
 // RegisterBackend makes a backend available by name (Options.Backend,
-// -backend). A backend's package calls it from init.
+// -backend). A program calls it, through the backend's package (such as
+// docker.Register), before it makes a cluster on that backend: importing
+// a backend changes nothing by itself.
 func RegisterBackend(name string, f NewBackend) {
 	backendsMu.Lock()
 	defer backendsMu.Unlock()

@@ -1,8 +1,9 @@
-// Package cluster is the system under test: real redis-server processes,
-// each reached by clients only through in-process toxiproxy links, and the
-// operations a nemesis performs on them (stop, kill -9, restart, pause, cut
-// off, slow down). Where the servers run is a Backend's business: local
-// processes on loopback ports here, containers in package docker.
+// Package cluster is the system under test: real server processes
+// (redis-server, redis-sentinel, or another Kind), each reached by clients
+// only through in-process toxiproxy links, and the operations a nemesis
+// performs on them (stop, kill -9, restart, pause, cut off, slow down).
+// Where the servers run is a Backend's business: local processes on
+// loopback ports here, containers in package docker.
 package cluster
 
 import (
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -22,23 +24,29 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/zerolog"
+
+	"github.com/locktorture/locktorture/internal/prereq"
 )
 
 // Options configures a cluster.
 type Options struct {
 	// Backend names where the servers run: "local" (the default) or a
-	// registered one such as "docker" (import package docker).
+	// registered one such as "docker" (docker.Register).
 	Backend string
 	// Server is the redis-server binary; empty means "redis-server" on PATH.
 	Server string
+	// Binaries names a kind's binary by the kind's name where PATH's is
+	// not the one wanted ("memcached": "/opt/memcached/bin/memcached").
+	// Server and Sentinel, when set, win for Redis and Sentinel.
+	Binaries map[string]string
 	// Dir is where node data dirs are made; empty means the system temp dir.
 	// The cluster removes what it made there on Close.
 	Dir string
-	// ExtraArgs are appended to every data node's command line.
+	// ExtraArgs are appended to every Redis data node's command line.
 	ExtraArgs []string
-	// FaketimeServer is the redis-server run under libfaketime for nodes
-	// with a faked clock; empty means $LOCKTORTURE_FAKETIME_REDIS, else the
-	// build scripts/build-faketime-redis.sh caches.
+	// FaketimeServer is the redis-server run under libfaketime for Redis
+	// nodes with a faked clock; empty means $LOCKTORTURE_FAKETIME_REDIS,
+	// else the build cmd/setup caches.
 	FaketimeServer string
 	// Faketime is libfaketime.so.1; empty means Debian's.
 	Faketime string
@@ -54,10 +62,14 @@ type Options struct {
 
 // NodeOptions describes one data node.
 type NodeOptions struct {
-	Name        string
+	Name string
+	// Kind names the server the node runs (Kinds); empty is Redis.
+	Kind string
+	// Persistence must be one the kind offers (Kind.Persistence); empty
+	// is the kind's default, for Redis none.
 	Persistence Persistence
 	// Clock runs the node under libfaketime so SetClockOffset moves the
-	// clock its key expiry follows.
+	// wall clock it reads (Redis's key expiry).
 	Clock bool
 	// Args are appended to this node's command line.
 	Args []string
@@ -142,11 +154,22 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 
 // AddNode starts a new data node.
 func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*Node, error) {
-	if o.Persistence == "" {
-		o.Persistence = NoPersistence
+	k, err := LookupKind(o.Kind)
+	if err != nil {
+		return nil, err
 	}
-	return c.add(ctx, ServerSpec{Name: o.Name, Persistence: o.Persistence, Clock: o.Clock,
-		Args: append(append([]string(nil), c.opts.ExtraArgs...), o.Args...)})
+	if o.Persistence == "" && len(k.Persistence) > 0 {
+		o.Persistence = k.Persistence[0]
+	}
+	if !k.Offers(o.Persistence) {
+		return nil, fmt.Errorf("cluster: node %s: a %s node has no persistence %q (have: %v)", o.Name, k.Name, o.Persistence, k.Persistence)
+	}
+	var args []string
+	if k == RedisKind {
+		args = append(args, c.opts.ExtraArgs...)
+	}
+	return c.add(ctx, ServerSpec{Name: o.Name, Kind: k, Persistence: o.Persistence, Clock: o.Clock,
+		Args: append(args, o.Args...)})
 }
 
 // add starts a server on the backend and makes it a node of the cluster.
@@ -157,6 +180,7 @@ func (c *Cluster) add(ctx context.Context, spec ServerSpec) (*Node, error) {
 	if c.Node(spec.Name) != nil {
 		return nil, fmt.Errorf("cluster: a node called %s exists already", spec.Name)
 	}
+	spec.Kind = spec.ServerKind()
 	srv, err := c.backend.Start(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -168,22 +192,29 @@ func (c *Cluster) add(ctx context.Context, spec ServerSpec) (*Node, error) {
 	return n, nil
 }
 
-// FaketimeServerPath is where the libc-allocator redis-server is looked for:
-// $LOCKTORTURE_FAKETIME_REDIS, else the cache of build-faketime-redis.sh.
-func FaketimeServerPath() string {
-	if p := os.Getenv("LOCKTORTURE_FAKETIME_REDIS"); p != "" {
-		return p
+// lookBinary finds kind k's binary on PATH: the one Options names for it,
+// else the kind's own.
+func (o Options) lookBinary(k *Kind) (string, error) {
+	bin := o.Binaries[k.Name]
+	switch {
+	case k == RedisKind && o.Server != "":
+		bin = o.Server
+	case k == SentinelKind && o.Sentinel != "":
+		bin = o.Sentinel
 	}
-	cache := os.Getenv("LOCKTORTURE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		cache = filepath.Join(base, "locktorture")
+	if bin == "" {
+		bin = k.Binary
 	}
-	return filepath.Join(cache, "redis-libc", "redis-server")
+	path, err := exec.LookPath(bin)
+	if err != nil {
+		return "", fmt.Errorf("cluster: %s not found: %s", bin, k.Install)
+	}
+	return path, nil
 }
+
+// FaketimeServerPath is where the libc-allocator redis-server is looked for:
+// where cmd/setup builds it, by the one rule package prereq keeps.
+func FaketimeServerPath() string { return prereq.FaketimeServerPath() }
 
 // Nodes returns the nodes in the order they were added.
 func (c *Cluster) Nodes() []*Node {
@@ -239,14 +270,17 @@ func (c *Cluster) Close() error {
 	return c.backend.Close()
 }
 
-// silentLog drops go-redis's own log lines (failed dials during a partition,
-// pool warnings): every error already reaches the caller and the history,
-// and a torrent of them on the terminal hides the run's summary.
+// QuietRedisLog drops go-redis's own log lines (failed dials during a
+// partition, pool warnings) for the whole program: every error already
+// reaches the caller and the history, and a torrent of them on the
+// terminal hides the run's summary. go-redis has one logger per program,
+// so the program chooses: a run's main calls this, a test of a lock may.
+func QuietRedisLog() { redis.SetLogger(silentLog{}) }
+
+// silentLog is a go-redis logger that writes nothing.
 type silentLog struct{}
 
 func (silentLog) Printf(context.Context, string, ...any) {}
-
-func init() { redis.SetLogger(silentLog{}) }
 
 // ClientOptions tunes a client connection.
 type ClientOptions struct {

@@ -269,7 +269,7 @@ func TestStartIsNotFooledByAnotherNodeOnItsPort(t *testing.T) {
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
-	err = waitReady(ctx, other.Addr(), cmd.Process.Pid, exited)
+	err = waitReady(ctx, RedisKind, other.Addr(), cmd.Process.Pid, exited)
 	if !errors.Is(err, errAddrInUse) {
 		t.Fatalf("waitReady with another node on the port: %v, want %v", err, errAddrInUse)
 	}

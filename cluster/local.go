@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,16 +15,16 @@ import (
 	"time"
 )
 
-// Local is the default backend's name: real redis-server and
-// redis-sentinel processes on free loopback ports.
+// Local is the default backend's name: real server processes (of any
+// Kind) on free loopback ports.
 const Local = "local"
-
-func init() { RegisterBackend(Local, newLocal) }
 
 // local runs every server as a child process with its files in a temp dir
 // of the run's own.
 type local struct {
-	opts   Options
+	opts Options
+	// server is the redis-server binary, found when the backend is made:
+	// the harness's own store is a Redis node in every run.
 	server string
 	dir    string
 
@@ -32,13 +33,9 @@ type local struct {
 }
 
 func newLocal(opts Options) (Backend, error) {
-	server := opts.Server
-	if server == "" {
-		server = "redis-server"
-	}
-	path, err := exec.LookPath(server)
+	server, err := opts.lookBinary(RedisKind)
 	if err != nil {
-		return nil, fmt.Errorf("cluster: %s not found: install it with `make setup` (apt-get install redis-server) or pass its path", server)
+		return nil, err
 	}
 	// The pid in the name lets a later run tell a dead run's leftovers
 	// (kill -9 leaves them) from a live run's dir: RemoveLeftovers.
@@ -46,7 +43,7 @@ func newLocal(opts Options) (Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	return &local{opts: opts, server: path, dir: dir}, nil
+	return &local{opts: opts, server: server, dir: dir}, nil
 }
 
 // Close kills every process the backend started and removes their files.
@@ -64,21 +61,19 @@ func (b *local) Close() error {
 // Start picks a free port and starts the process; a port grabbed by
 // someone else before the bind is retried.
 func (b *local) Start(ctx context.Context, spec ServerSpec) (Server, error) {
+	k := spec.ServerKind()
 	dir, err := os.MkdirTemp(b.dir, spec.Name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	s := &process{spec: spec, dir: dir, bin: b.server}
-	if spec.Sentinel != nil {
-		bin := b.opts.Sentinel
-		if bin == "" {
-			bin = "redis-sentinel"
-		}
-		if s.bin, err = exec.LookPath(bin); err != nil {
-			return nil, fmt.Errorf("cluster: %s not found: install it with `make setup` (apt-get install redis-sentinel)", bin)
-		}
-	} else if spec.Clock {
-		if s.bin, s.env, err = b.faketime(); err != nil {
+	s := &process{spec: spec, kind: k, dir: dir}
+	if k == RedisKind {
+		s.bin = b.server
+	} else if s.bin, err = b.opts.lookBinary(k); err != nil {
+		return nil, err
+	}
+	if spec.Clock {
+		if s.bin, s.env, err = b.faketime(k, s.bin); err != nil {
 			return nil, err
 		}
 		s.clockFile = filepath.Join(dir, "faketime")
@@ -92,15 +87,8 @@ func (b *local) Start(ctx context.Context, spec ServerSpec) (Server, error) {
 		if s.port, err = FreePort(); err != nil {
 			return nil, err
 		}
-		if spec.Sentinel != nil {
-			conf := filepath.Join(dir, "sentinel.conf")
-			// Written afresh for each port tried.
-			if err := os.WriteFile(conf, []byte(spec.Sentinel.File("127.0.0.1", s.port, dir)), 0o644); err != nil {
-				return nil, err
-			}
-			s.args = []string{conf}
-		} else {
-			s.args = spec.RedisArgs("127.0.0.1", s.port, dir)
+		if s.args, err = k.Args(spec, Place{Bind: "127.0.0.1", Port: s.port, Dir: dir}); err != nil {
+			return nil, err
 		}
 		if lastErr = s.Start(ctx); lastErr == nil {
 			b.mu.Lock()
@@ -115,27 +103,28 @@ func (b *local) Start(ctx context.Context, spec ServerSpec) (Server, error) {
 	return nil, lastErr
 }
 
-// faketime finds the libc-allocator redis-server and libfaketime.
-func (b *local) faketime() (string, []string, error) {
-	server := b.opts.FaketimeServer
-	if server == "" {
-		server = FaketimeServerPath()
-	}
-	if _, err := os.Stat(server); err != nil {
-		return "", nil, fmt.Errorf("cluster: a faked node clock needs redis-server built with the libc allocator at %s: run `make setup` (scripts/build-faketime-redis.sh); Debian's jemalloc build hangs under libfaketime", server)
+// faketime is the binary and environment that run kind k under
+// libfaketime: the kind's own build for a faked clock, if it has one,
+// else bin.
+func (b *local) faketime(k *Kind, bin string) (string, []string, error) {
+	if k.FaketimeBinary != nil {
+		var err error
+		if bin, err = k.FaketimeBinary(b.opts); err != nil {
+			return "", nil, err
+		}
 	}
 	lib := b.opts.Faketime
 	if lib == "" {
 		found, _ := filepath.Glob("/usr/lib/*/faketime/libfaketime.so.1")
 		if len(found) == 0 {
-			return "", nil, errors.New("cluster: libfaketime.so.1 not found: run `make setup` (apt-get install libfaketime)")
+			return "", nil, errors.New("cluster: libfaketime.so.1 not found: run `go run github.com/locktorture/locktorture/cmd/setup` (apt-get install libfaketime)")
 		}
 		lib = found[0]
 	}
-	return server, FaketimeEnv(lib), nil
+	return bin, FaketimeEnv(lib), nil
 }
 
-// FaketimeEnv is the environment that runs redis-server under libfaketime
+// FaketimeEnv is the environment that runs a server under libfaketime
 // at lib, reading its offset from a file named by FAKETIME_TIMESTAMP_FILE.
 func FaketimeEnv(lib string) []string {
 	return []string{
@@ -149,6 +138,7 @@ func FaketimeEnv(lib string) []string {
 // process is one server run by the local backend.
 type process struct {
 	spec ServerSpec
+	kind *Kind
 	port int
 	dir  string
 	bin  string
@@ -175,8 +165,8 @@ func (s *process) Info() NodeInfo {
 	if s.cmd != nil {
 		pid = s.cmd.Process.Pid
 	}
-	return NodeInfo{Name: s.spec.Name, Backend: Local, Addr: s.Addr(), Port: s.port, PID: pid, Dir: s.dir,
-		Persistence: s.spec.Persistence, Server: s.bin, Sentinel: s.spec.Sentinel != nil}
+	return NodeInfo{Name: s.spec.Name, Backend: Local, Kind: s.kind.Name, Addr: s.Addr(), Port: s.port, PID: pid, Dir: s.dir,
+		Persistence: s.spec.Persistence, Server: s.bin, Sentinel: s.kind == SentinelKind}
 }
 
 // Start runs the process and waits until it answers as itself.
@@ -189,58 +179,85 @@ func (s *process) Start(ctx context.Context) error {
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), s.env...)
+	if s.kind.Log == "" {
+		// The child writes the file itself; the harness copies nothing.
+		out, err := os.OpenFile(filepath.Join(s.dir, outputLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			return fmt.Errorf("cluster: start node %s: %w", s.spec.Name, err)
+		}
+		defer out.Close()
+		cmd.Stdout, cmd.Stderr = out, out
+	}
 	if err := StartProcess(cmd); err != nil {
 		return fmt.Errorf("cluster: start node %s: %w", s.spec.Name, err)
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.cmd, s.exited, s.paused = cmd, exited, false
-	if err := waitReady(ctx, s.Addr(), cmd.Process.Pid, exited); err != nil {
+	if err := waitReady(ctx, s.kind, s.Addr(), cmd.Process.Pid, exited); err != nil {
 		s.killLocked()
 		return fmt.Errorf("cluster: node %s on port %d: %w%s", s.spec.Name, s.port, err, s.logTail())
 	}
-	if s.spec.Persistence == AOFEverySec && s.aof == nil {
-		s.aof = startAOFSampler(s.dir)
+	if glob, _ := s.kind.unsynced(s.spec.Persistence); glob != "" && s.aof == nil {
+		s.aof = startAOFSampler(filepath.Join(s.dir, glob))
 	}
 	return nil
 }
 
+// outputLog holds the stdout and stderr of a server whose Kind names no
+// log file of its own.
+const outputLog = "output.log"
+
 var errAddrInUse = errors.New("address already in use")
 
 // waitReady polls the node until the process answering on addr is pid,
-// the process exits, or ctx/5 s runs out. A PONG alone is not enough: the
-// port was free when picked, but until our redis-server binds it another
-// run's node, or a proxy in front of one, may take it and answer. Such a
-// run once shared its store with ours, and each saw the other's writes as
-// stale reads. Our process then fails to bind and exits, and the caller
-// picks another port.
-func waitReady(ctx context.Context, addr string, pid int, exited <-chan struct{}) error {
-	deadline := time.Now().Add(5 * time.Second)
+// the process exits, or ctx or the kind's start timeout runs out. An
+// answer alone is not enough: the port was free when picked, but until
+// our server binds it another run's node, or a proxy in front of one, may
+// take it and answer, and two runs sharing a store would each read the
+// other's writes as stale. Our process then fails to
+// bind and exits, and the caller picks another port. A server whose
+// protocol names its pid is ours when the pid is; one whose protocol
+// names none is ours when the socket listening on the port is.
+func waitReady(ctx context.Context, k *Kind, addr string, pid int, exited <-chan struct{}) error {
+	timeout := k.startTimeout()
+	deadline := time.Now().Add(timeout)
+	_, portText, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portText)
 	for {
-		got, err := Answering(addr)
+		got, err := k.Ready(ctx, addr)
+		if err == nil && got == 0 {
+			if listensOn(pid, port) {
+				return nil
+			}
+			got = -1 // something answers, and it is not ours
+		}
 		if err == nil && got == pid {
 			return nil
 		}
 		select {
 		case <-exited:
-			if got != 0 && got != pid {
+			switch {
+			case got == -1:
+				return fmt.Errorf("%w: a process not ours answers there", errAddrInUse)
+			case got != 0 && got != pid:
 				return fmt.Errorf("%w: process %d answers there", errAddrInUse, got)
 			}
-			return errors.New("redis-server exited during start")
+			return fmt.Errorf("%s exited during start", k.Binary)
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(10 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return errors.New("no answer from our own process within 5s")
+			return fmt.Errorf("no answer from our own process within %v", timeout)
 		}
 	}
 }
 
 func (s *process) logTail() string {
-	log := "redis.log"
-	if s.spec.Sentinel != nil {
-		log = "sentinel.log"
+	log := s.kind.Log
+	if log == "" {
+		log = outputLog
 	}
 	b, err := os.ReadFile(filepath.Join(s.dir, log))
 	if err != nil || len(b) == 0 {
@@ -266,19 +283,41 @@ func (s *process) signal(sig syscall.Signal, paused bool) error {
 	if s.cmd == nil {
 		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
 	}
-	if err := s.cmd.Process.Signal(sig); err != nil {
+	if err := s.send(sig); err != nil {
 		return fmt.Errorf("cluster: %v node %s: %w", sig, s.spec.Name, err)
 	}
 	s.paused = paused
+	if paused {
+		pids := []int{s.cmd.Process.Pid}
+		if s.kind.ProcessGroup {
+			pids = members(s.cmd.Process.Pid)
+		}
+		if err := waitStopped(pids, stopWithin); err != nil {
+			return fmt.Errorf("cluster: pause node %s: %w", s.spec.Name, err)
+		}
+	}
 	return nil
+}
+
+// stopWithin bounds how long a paused server may take to stop: a machine
+// that cannot schedule it in that long cannot run a timed story anyway.
+const stopWithin = 5 * time.Second
+
+// send signals the server: its process, or its whole process group for a
+// kind whose forked children serve clients.
+func (s *process) send(sig syscall.Signal) error {
+	if s.kind.ProcessGroup {
+		return syscall.Kill(-s.cmd.Process.Pid, sig)
+	}
+	return s.cmd.Process.Signal(sig)
 }
 
 func (s *process) Kill() error { return s.kill(false) }
 
-// PowerLoss cuts the AOF back to its size one second ago for appendfsync
-// everysec: a plain kill keeps everything in the page cache, fsynced or
-// not. With appendfsync always nothing is lost; without persistence
-// everything is.
+// PowerLoss cuts the files the kind fsyncs on a timer back to their size
+// that long ago (Redis's AOF under appendfsync everysec: one second): a
+// plain kill keeps everything in the page cache, fsynced or not. With
+// appendfsync always nothing is lost; without persistence everything is.
 func (s *process) PowerLoss() error { return s.kill(true) }
 
 func (s *process) kill(loseUnsynced bool) error {
@@ -288,20 +327,21 @@ func (s *process) kill(loseUnsynced bool) error {
 		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
 	}
 	s.killLocked()
-	if loseUnsynced && s.aof != nil {
-		return s.aof.truncateToSynced(time.Second)
+	if _, lag := s.kind.unsynced(s.spec.Persistence); loseUnsynced && s.aof != nil {
+		return s.aof.truncateToSynced(lag)
 	}
 	return nil
 }
 
 func (s *process) killLocked() {
-	_ = s.cmd.Process.Kill()
+	_ = s.send(syscall.SIGKILL)
 	<-s.exited
 	s.cmd, s.exited, s.paused = nil, nil, false
 }
 
-// Stop is SIGTERM (a paused process is continued first so it can hear
-// it), then kill after 5 s.
+// Stop is the kind's stop signal, SIGTERM unless it says otherwise (a
+// paused process is continued first so it can hear it), then kill after
+// 5 s.
 func (s *process) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -309,9 +349,9 @@ func (s *process) Stop() error {
 		return nil
 	}
 	if s.paused {
-		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+		_ = s.send(syscall.SIGCONT)
 	}
-	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	_ = s.send(s.kind.stopSignal())
 	select {
 	case <-s.exited:
 		s.cmd, s.exited, s.paused = nil, nil, false
@@ -343,7 +383,8 @@ func (s *process) Paused() bool {
 }
 
 // writeClockFile replaces libfaketime's timestamp file atomically: Redis
-// exits if it ever reads a half-written one.
+// exits if it ever reads a half-written one, and no server is better off
+// reading one.
 func writeClockFile(path string, d time.Duration) error {
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(FaketimeOffset(d)+"\n"), 0o644); err != nil {

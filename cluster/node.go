@@ -13,21 +13,26 @@ import (
 )
 
 // Persistence says what a node writes to disk, which decides what survives a
-// kill -9 (K5: RedLock crash-restart).
+// kill -9 (K5: RedLock crash-restart). The modes are named after Redis's,
+// and mean the same promise for any kind that offers them (Kind.Persistence).
 type Persistence string
 
 // Persistence modes.
 const (
 	// NoPersistence: nothing on disk; a restarted node is empty.
 	NoPersistence Persistence = "none"
-	// AOFEverySec: append-only file, fsync once a second.
+	// AOFEverySec: a log on disk fsynced once a second (Redis's
+	// append-only file under appendfsync everysec); a power loss takes
+	// the last second.
 	AOFEverySec Persistence = "aof-everysec"
-	// AOFAlways: append-only file, fsync before every reply.
+	// AOFAlways: every write fsynced before its reply (appendfsync
+	// always); a power loss takes nothing that was answered.
 	AOFAlways Persistence = "aof-always"
 )
 
-// Node is one real redis-server (or redis-sentinel) as the cluster's
-// backend runs it, reached by clients only through its Links.
+// Node is one real server (redis-server, redis-sentinel, or another Kind)
+// as the cluster's backend runs it, reached by clients only through its
+// Links.
 type Node struct {
 	// Name is the node's name in the cluster and in the history ("n1", "store").
 	Name string
@@ -46,7 +51,9 @@ type NodeInfo struct {
 	Name string `json:"name"`
 	// Backend ran the node; Addr is where the harness reaches it.
 	Backend string `json:"backend"`
-	Addr    string `json:"addr"`
+	// Kind is the server's kind by name (Kind.Name).
+	Kind string `json:"kind"`
+	Addr string `json:"addr"`
 	// Port and PID are a local node's; PID is 0 while it is down.
 	Port int `json:"port,omitempty"`
 	PID  int `json:"pid,omitempty"`
@@ -71,6 +78,9 @@ func (n *Node) PID() int { return n.srv.Info().PID }
 
 // Info describes the node.
 func (n *Node) Info() NodeInfo { return n.srv.Info() }
+
+// Kind is the server the node runs.
+func (n *Node) Kind() *Kind { return n.spec.Kind }
 
 // Link returns peer's own link to this node, creating it on first use.
 //
@@ -189,8 +199,8 @@ func Answering(addr string) (pid int, err error) {
 // Paused reports whether the node is frozen by Pause.
 func (n *Node) Paused() bool { return n.srv.Paused() }
 
-// Pause freezes the node whole (SIGSTOP locally, the cgroup freezer in
-// docker): it keeps its state and its port, connects still succeed, and
+// Pause freezes the node whole (SIGSTOP locally, to its process group
+// for a Kind with ProcessGroup; the cgroup freezer in docker): it keeps its state and its port, connects still succeed, and
 // nothing is answered until Resume.
 func (n *Node) Pause() error { return n.srv.Pause() }
 
@@ -222,9 +232,10 @@ func (n *Node) PowerLoss() error { return n.srv.PowerLoss() }
 // within 5 s.
 func (n *Node) Stop() error { return n.srv.Stop() }
 
-// SetClockOffset moves the clock the node reads for key expiry by d from
-// the machine's (libfaketime; the node must have been added with Clock).
-// Redis's event loop runs on the monotonic clock, which stays true.
+// SetClockOffset moves the wall clock the node reads (Redis's key expiry)
+// by d from the machine's (libfaketime; the node must have been added
+// with Clock). The monotonic clock stays true: Redis's event loop runs
+// on it.
 func (n *Node) SetClockOffset(d time.Duration) error {
 	if !n.spec.Clock {
 		return fmt.Errorf("cluster: node %s was not started with a faked clock (NodeOptions.Clock)", n.Name)

@@ -17,8 +17,12 @@ func (n *Node) admin() *redis.Client {
 }
 
 // Do runs one admin command on the node, straight to its port (no link):
-// the harness's own view, unaffected by the faults it injects.
+// the harness's own view, unaffected by the faults it injects. The node
+// must speak Redis's protocol (Kind.RESP).
 func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
+	if !n.spec.Kind.RESP {
+		return nil, fmt.Errorf("cluster: %s is a %s node: Do speaks Redis's protocol", n.Name, n.spec.Kind.Name)
+	}
 	c := n.admin()
 	defer c.Close()
 	return c.Do(ctx, args...).Result()

@@ -60,7 +60,7 @@ func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentine
 	conf := &SentinelConf{MasterName: o.MasterName, MasterAddr: o.Master.srv.PeerAddr(), Quorum: o.Quorum,
 		DownAfter: o.DownAfter, FailoverTimeout: o.FailoverTimeout}
 	for i := 1; i <= o.Count; i++ {
-		n, err := c.add(ctx, ServerSpec{Name: fmt.Sprintf("sentinel%d", i), Sentinel: conf})
+		n, err := c.add(ctx, ServerSpec{Name: fmt.Sprintf("sentinel%d", i), Kind: SentinelKind, Sentinel: conf})
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +96,7 @@ func (s *Sentinels) Master(ctx context.Context) (*Node, error) {
 		}
 		addr := net.JoinHostPort(fmt.Sprint(a[0]), fmt.Sprint(a[1]))
 		for _, d := range s.cluster.Nodes() {
-			if d.spec.Sentinel == nil && d.srv.PeerAddr() == addr {
+			if d.spec.Kind == RedisKind && d.srv.PeerAddr() == addr {
 				return d, nil
 			}
 		}
@@ -120,7 +120,7 @@ func (s *Sentinels) Addrs() []string {
 func (s *Sentinels) Client(peer string, o ClientOptions) *redis.Client {
 	byAddr := map[string]*Node{}
 	for _, n := range s.cluster.Nodes() {
-		if n.spec.Sentinel == nil {
+		if n.spec.Kind == RedisKind {
 			byAddr[n.srv.PeerAddr()] = n
 		}
 	}

@@ -10,9 +10,11 @@
 // still reach nodes through the cluster's toxiproxy links, which give each
 // client its own road to cut or slow.
 //
-// Import it for its side effect to make "-backend docker" available:
+// Call Register to make "-backend docker" available; importing the
+// package registers nothing.
 //
-//	import _ "github.com/locktorture/locktorture/docker"
+// It runs Redis and Sentinel nodes; a node of another cluster.Kind is
+// refused with an error that says so.
 package docker
 
 import (
@@ -37,7 +39,14 @@ import (
 // Name is the backend's name in cluster.Options.Backend and -backend.
 const Name = "docker"
 
-func init() { cluster.RegisterBackend(Name, New) }
+var registerOnce sync.Once
+
+// Register makes the backend available to cluster.New by Name. A program
+// that offers -backend docker calls it before reading its flags (their
+// usage lists cluster.Backends); a test that uses the backend calls it
+// first. Importing the package registers nothing, so a program opts in
+// where the reader can see it. It may be called more than once.
+func Register() { registerOnce.Do(func() { cluster.RegisterBackend(Name, New) }) }
 
 // Labels on everything a run makes: containers, volumes, the network. The
 // host and pid let a later run on the same machine tell a dead run's
@@ -230,8 +239,15 @@ func (b *backend) nextIP() (string, error) {
 	return ip.String(), nil
 }
 
-// Start creates the server's volume and container and starts it.
+// Start creates the server's volume and container and starts it. The node
+// image holds Redis only, so another kind is refused before anything is
+// made.
 func (b *backend) Start(ctx context.Context, spec cluster.ServerSpec) (cluster.Server, error) {
+	kind := spec.ServerKind()
+	if kind != cluster.RedisKind && kind != cluster.SentinelKind {
+		return nil, fmt.Errorf("docker: node %s is a %s node, and the docker backend runs only %s and %s nodes (its image holds Redis): run it on the %s backend",
+			spec.Name, kind.Name, cluster.RedisKind.Name, cluster.SentinelKind.Name, cluster.Local)
+	}
 	ip, err := b.nextIP()
 	if err != nil {
 		return nil, err
@@ -245,7 +261,7 @@ func (b *backend) Start(ctx context.Context, spec cluster.ServerSpec) (cluster.S
 	b.volumes = append(b.volumes, vol.Name)
 	b.mu.Unlock()
 	port, script := redisPort, nodeScript(spec, ip)
-	if spec.Sentinel != nil {
+	if kind == cluster.SentinelKind {
 		port = sentinelPort
 		// The config file is written on the first start only: sentinel
 		// rewrites it with what it learns, and a restart keeps that.
@@ -407,8 +423,9 @@ func (c *container) PeerAddr() string { return c.addr }
 func (c *container) ip() string { h, _, _ := net.SplitHostPort(c.addr); return h }
 
 func (c *container) Info() cluster.NodeInfo {
-	return cluster.NodeInfo{Name: c.spec.Name, Backend: Name, Addr: c.reach, Container: c.id[:12], Dir: "/data",
-		Persistence: c.spec.Persistence, Server: c.b.image, Sentinel: c.spec.Sentinel != nil}
+	kind := c.spec.ServerKind()
+	return cluster.NodeInfo{Name: c.spec.Name, Backend: Name, Kind: kind.Name, Addr: c.reach, Container: c.id[:12], Dir: "/data",
+		Persistence: c.spec.Persistence, Server: c.b.image, Sentinel: kind == cluster.SentinelKind}
 }
 
 // Start starts the server in its container (again: same address, same
@@ -419,7 +436,7 @@ func (c *container) Start(ctx context.Context) error {
 	}
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		_, err := cluster.Answering(c.reach)
+		_, err := c.spec.ServerKind().Ready(ctx, c.reach)
 		if err == nil {
 			return nil
 		}
@@ -438,10 +455,7 @@ func (c *container) Start(ctx context.Context) error {
 }
 
 func (c *container) logTail() string {
-	log := "/data/redis.log"
-	if c.spec.Sentinel != nil {
-		log = "/data/sentinel.log"
-	}
+	log := "/data/" + c.spec.ServerKind().Log
 	if out, _ := c.agent.do("sh tail -n 1 " + log); out != "" {
 		return ": " + out
 	}

@@ -38,6 +38,7 @@ func pool(t *testing.T) *dockertest.Pool {
 func newCluster(t *testing.T, o cluster.Options, nodes ...cluster.NodeOptions) *cluster.Cluster {
 	t.Helper()
 	pool(t)
+	Register()
 	o.Backend = Name
 	cl, err := cluster.New(o)
 	if err != nil {
@@ -417,5 +418,16 @@ func TestClockOffsetExpiresKeys(t *testing.T) {
 	}
 	if v := c.Exists(ctx, "k").Val(); v != 0 {
 		t.Fatal("a key outlived a clock moved past its TTL")
+	}
+}
+
+// A node of a kind the image does not hold is refused before anything is
+// made, with an error that names the kind and where it runs instead; no
+// engine is needed to say so.
+func TestOtherKindsAreRefused(t *testing.T) {
+	var b backend
+	_, err := b.Start(ctx, cluster.ServerSpec{Name: "m1", Kind: cluster.MemcachedKind})
+	if err == nil || !strings.Contains(err.Error(), "memcached node") || !strings.Contains(err.Error(), cluster.Local) {
+		t.Fatalf("a memcached node on docker: %v, want a refusal naming the kind and the local backend", err)
 	}
 }

@@ -34,7 +34,10 @@ const (
 // in the same history as client ops.
 const NemesisProcess = -1
 
-// Function names shared by workloads, nemeses and checkers.
+// Function names shared by workloads, nemeses and checkers. Pause,
+// Resume and Starved are nemesis ops, spelt here for the packages that
+// read them without the rest of the nemesis vocabulary; package fault
+// holds every nemesis op with its meaning.
 const (
 	Acquire = "acquire"
 	Release = "release"
@@ -61,8 +64,12 @@ type Value struct {
 	Deadline int64 `json:"deadline,omitempty"`
 	// Reg is the register value read or written on the protected resource.
 	Reg *int64 `json:"reg,omitempty"`
-	// Target names what a nemesis op acted on (a process, a node, a point).
+	// Target names what a nemesis op acted on (a process, a node, a
+	// point), in words for a person; Site says the same for a program.
 	Target string `json:"target,omitempty"`
+	// Site is where a nemesis op acted, field by field (nil on client ops
+	// and in histories recorded before sites).
+	Site *Site `json:"site,omitempty"`
 	// Duration is how long a nemesis action lasts, in ns.
 	Duration int64 `json:"duration,omitempty"`
 }
@@ -94,6 +101,10 @@ type Recorder struct {
 	file    *os.File
 	werr    error
 	nextPID int
+	// nemesis is the latest completed nemesis action in words, kept as
+	// ops are added so that Summary, polled while clients run, costs
+	// nothing against them.
+	nemesis string
 }
 
 // NewRecorder starts the run clock. Ops are streamed to w (nil: memory only).
@@ -135,6 +146,12 @@ func (r *Recorder) Add(op Op) Op {
 	op.Index = int64(len(r.ops))
 	op.Time = r.Now()
 	r.ops = append(r.ops, op)
+	if op.Process == NemesisProcess && op.Type != Invoke {
+		r.nemesis = op.F
+		if op.Value != nil && op.Value.Target != "" {
+			r.nemesis += " " + op.Value.Target
+		}
+	}
 	if r.out != nil && r.werr == nil {
 		line, err := json.Marshal(op)
 		if err == nil {
@@ -165,16 +182,7 @@ func (r *Recorder) Complete(inv Op, t Type, v *Value, err error) Op {
 func (r *Recorder) Summary() (ops int, nemesis string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for i := len(r.ops) - 1; i >= 0 && i >= len(r.ops)-5000; i-- {
-		if op := r.ops[i]; op.Process == NemesisProcess && op.Type != Invoke {
-			nemesis = op.F
-			if op.Value != nil && op.Value.Target != "" {
-				nemesis += " " + op.Value.Target
-			}
-			break
-		}
-	}
-	return len(r.ops), nemesis
+	return len(r.ops), r.nemesis
 }
 
 // Deadline is the lease deadline of the acquire by which process holds a

@@ -110,3 +110,43 @@ func TestCompressKeepsEveryOp(t *testing.T) {
 		}
 	}
 }
+
+// A site goes to disk in lower_snake fields, leaving out what it does not
+// name, and comes back whole: client 0 stays client 0, no client stays
+// none.
+func TestSiteRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	r := NewRecorder(&buf, 0)
+	at := &Site{Client: IDOf(0), Process: IDOf(7), Command: "get", Reply: true, In: Release}
+	r.Add(Op{Process: NemesisProcess, Type: OK, F: Pause, Value: &Value{Target: "process 7 at …", Site: at}})
+	cut := &Site{Cut: map[string][]string{"c0": {"n4", "n5"}}}
+	r.Add(Op{Process: NemesisProcess, Type: OK, F: "partition-start", Value: &Value{Site: cut}})
+	line := strings.SplitN(buf.String(), "\n", 2)[0]
+	if want := `"site":{"client":0,"process":7,"command":"get","reply":true,"in":"release"}`; !strings.Contains(line, want) {
+		t.Fatalf("site on disk: %s, want %s", line, want)
+	}
+	ops, err := Load(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := ops[0].Site()
+	if c, ok := got.Client.Int(); !ok || c != 0 || got.Process != IDOf(7) || got.Command != "get" || !got.Reply || got.In != Release {
+		t.Fatalf("site came back as %+v", got)
+	}
+	if c := ops[1].Site(); !c.Client.IsZero() || !c.Process.IsZero() || len(c.Cut["c0"]) != 2 {
+		t.Fatalf("a site without a client came back as %+v", c)
+	}
+}
+
+// A history recorded before sites loads, its ops with empty sites.
+func TestOldHistoryHasEmptySites(t *testing.T) {
+	in := `{"index":0,"process":-1,"type":"ok","f":"kill","value":{"target":"n3"},"time":1}
+{"index":1,"process":0,"type":"ok","f":"acquire","time":2}`
+	ops, err := Load(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ops[0].Value.Site != nil || ops[0].Site().Node != "" || ops[1].Site().Client.String() != "none" {
+		t.Fatalf("old ops: %+v", ops)
+	}
+}

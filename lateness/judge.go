@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -71,7 +72,7 @@ func Faults(ops []history.Op, from int64) []Sample {
 		}
 		target := op.Value.Target
 		if op.Type == history.Invoke {
-			if op.F == "restart" {
+			if fault.Op(op.F) == fault.Restart {
 				restarting[target] = op.Time
 			}
 			continue
@@ -79,16 +80,16 @@ func Faults(ops []history.Op, from int64) []Sample {
 		if op.Type != history.OK {
 			continue
 		}
-		switch op.F {
-		case "restart":
+		switch fault.Op(op.F) {
+		case fault.Restart:
 			if at, ok := restarting[target]; ok && at >= from {
 				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration),
 					What: "restart of " + target})
 			}
 			delete(restarting, target)
-		case history.Pause, "stall":
+		case fault.Pause, fault.Stall:
 			paused[target] = op
-		case history.Resume:
+		case fault.Resume:
 			if p, ok := paused[target]; ok && p.Time >= from {
 				out = append(out, Sample{At: p.Time, Kind: Pause, Late: max(0, op.Time-p.Time-p.Value.Duration),
 					What: p.F + " of " + target})

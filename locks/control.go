@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/locktorture/locktorture/fault"
 )
 
 // The two controls, as rbranson/lockcheck has them: every matrix runs them,
@@ -11,18 +13,18 @@ import (
 // baseline (or the checkers see nothing); "mutex" must come out safe
 // wherever no client crashes (or the checkers see things that are not
 // there).
-func init() {
-	Register(Info{
+func registerControls(register func(Info)) {
+	register(Info{
 		Name:    "none",
 		Summary: "CONTROL: every acquire succeeds at once and nothing is locked; the checkers must see two holders without any fault",
 		Broken:  true,
 		New:     func(Config) Lock { return noLock{} },
 	})
-	Register(Info{
+	register(Info{
 		Name: "mutex",
 		// Nothing in Redis to lose; a dead holder never lets go, which is a
 		// stall, not two holders.
-		Claims: Faults,
+		Claims: fault.Kinds,
 		Summary: "CONTROL: a mutex shared by the clients in this process, no Redis at all: a correct lock while clients are " +
 			"goroutines (it has no lease, so pauses only make others wait; a crashed holder never lets go)",
 		New: func(c Config) Lock { return &mutexLock{cfg: c} },

@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func init() {
-	Register(Info{
+func registerFair(register func(Info)) {
+	register(Info{
 		Name:      "fair",
 		Claims:    WatchdogClaims,
 		Reentrant: true,

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/fault"
 )
 
-func init() {
-	Register(Info{
+func registerGetSet(register func(Info)) {
+	register(Info{
 		Name:   "getset",
-		Claims: without(LeaseClaims, ClientClock),
+		Claims: without(LeaseClaims, fault.ClientClock),
 		Summary: "the timestamp lock: value = client-clock expiry; SETNX, else GET and, if expired, GETSET and compare. " +
 			"BROKEN: trusts client clocks (a fast clock steals a live lock, S2) and losers of a GETSET race overwrite the winner's timestamp",
 		Broken: true,

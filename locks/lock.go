@@ -1,7 +1,8 @@
 // Package locks holds the lock algorithms under test, one file each, behind
 // one small interface. Broken variants are here on purpose: they are the
 // counter-examples the failure stories reproduce, and their docs say so.
-// Nothing in this package knows about histories, nemeses or checkers.
+// Nothing in this package records histories or injects faults: a lock
+// names the fault kinds it claims to survive (package fault), no more.
 package locks
 
 import (
@@ -17,6 +18,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/fault"
 )
 
 // Lease is what a successful Acquire hands the caller.
@@ -83,8 +86,16 @@ func (SystemClock) Now() time.Time { return time.Now() }
 // Config is what every algorithm is built from.
 type Config struct {
 	// Clients holds one connection per Redis node, in node order.
-	// Single-node algorithms use Clients[0].
+	// Single-node algorithms use Clients[0]. They carry the harness's
+	// hooks, which is how a nemesis reaches a Redis lock's command
+	// boundaries; a lock on another server (Info.Server) dials Addrs and
+	// leaves these alone.
 	Clients []*redis.Client
+	// Addrs holds the address of this client's own link to each lock
+	// node, in node order, for a lock whose server is not Redis: it dials
+	// them with its own kind of client, and every byte still crosses the
+	// link a nemesis cuts or slows. A Redis lock may ignore it.
+	Addrs []string
 	// TTL is the lease time.
 	TTL time.Duration
 	// Wait bounds how long Acquire keeps trying while the lock is taken.
@@ -98,9 +109,8 @@ type Config struct {
 	Owner string
 	// NodeTimeout bounds one command on one node where the algorithm asks
 	// for a bound much smaller than the TTL (RedLock). Default: TTL/10,
-	// between 5 ms and 50 ms. At TTL/20 (25 ms for the stories' 500 ms
-	// TTL), a machine busy with two stories and a compile turned RedLock's
-	// first second of acquires into unknowns, and stories came out vacuous.
+	// between 5 ms and 50 ms: a tenth leaves a busy machine's replies room
+	// to arrive in time, and is still far inside the lease.
 	NodeTimeout time.Duration
 	// WaiterTimeout is how long a fair-lock waiter may be silent before the
 	// queue drops it (Redisson's threadWaitTime). Default: 5 s.
@@ -153,9 +163,14 @@ type Info struct {
 	Summary string
 	// Broken marks an algorithm kept as a counter-example; Summary says why.
 	Broken bool
-	// Nodes is how many independent Redis nodes a scenario gives it (the
+	// Nodes is how many nodes of its Server a scenario gives it (the
 	// algorithm itself works on any number it is handed).
 	Nodes int
+	// Server names the kind of server its nodes run, as package cluster
+	// names kinds (cluster.Kinds: "redis", "memcached", ...). Empty is
+	// Redis: the lock is handed Config.Clients. Any other kind is handed
+	// Config.Addrs and dials its own clients.
+	Server string
 	// Fenced is true when leases carry fencing tokens.
 	Fenced bool
 	// Reentrant is true when the holder may acquire again (owner + count).
@@ -172,7 +187,7 @@ type Info struct {
 	// to keep its promise (its validity deadline where it gives one, else
 	// that no two clients hold it at once). Random exploration holds it to
 	// these and to nothing more.
-	Claims []Fault
+	Claims []fault.Kind
 	// New builds one client's handle.
 	New func(Config) Lock
 	// Program, for a lock that lives outside this Go program (another
@@ -192,6 +207,7 @@ func Register(info Info) {
 	if info.Nodes == 0 {
 		info.Nodes = 1
 	}
+	info.Server = info.ServerKind()
 	registry[info.Name] = info
 }
 
@@ -218,10 +234,26 @@ func New(name string, cfg Config) (Lock, error) {
 	return Build(info, cfg)
 }
 
+// ServerRedis is the server kind of a lock whose Info names none.
+const ServerRedis = "redis"
+
+// ServerKind is the kind of server the lock's nodes run: Server, or
+// ServerRedis when it names none.
+func (i Info) ServerKind() string {
+	if i.Server == "" {
+		return ServerRedis
+	}
+	return i.Server
+}
+
 // Build builds one client's handle on the algorithm info describes, which
-// need not be registered (a user's own lock), with defaults filled in.
+// need not be registered (a user's own lock), with defaults filled in. A
+// Redis lock needs Config.Clients, a lock on any other server
+// Config.Addrs.
 func Build(info Info, cfg Config) (Lock, error) {
-	if len(cfg.Clients) == 0 {
+	if kind := info.ServerKind(); kind != ServerRedis && len(cfg.Addrs) == 0 {
+		return nil, fmt.Errorf("lock %s: no %s node addresses in its config (Config.Addrs)", info.Name, kind)
+	} else if kind == ServerRedis && len(cfg.Clients) == 0 {
 		return nil, fmt.Errorf("lock %s: no Redis clients in its config", info.Name)
 	}
 	if info.New == nil {

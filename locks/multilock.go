@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-func init() {
-	Register(Info{
+func registerMultiLock(register func(Info)) {
+	register(Info{
 		Name:      "multilock",
 		Claims:    WatchdogClaims,
 		Reentrant: true,

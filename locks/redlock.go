@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/fault"
 )
 
-func init() {
-	Register(Info{
+func registerRedLock(register func(Info)) {
+	register(Info{
 		Name: "redlock",
 		// A minority of nodes may be cut off, paused or slow; a client may
 		// read its replies late (the validity check). No claim when a node
@@ -22,9 +24,9 @@ func init() {
 		NodeTimeout: true,
 		New:         func(c Config) Lock { return &redlock{cfg: c, checkValidity: true} },
 	})
-	Register(Info{
+	register(Info{
 		Name:   "redlock-novalidity",
-		Claims: without(LeaseClaims, ClientPause),
+		Claims: without(LeaseClaims, fault.ClientPause),
 		Summary: "RedLock without the elapsed-time validity check. BROKEN: a client paused between sending " +
 			"its SETs and reading the replies believes a lock that already expired (K6)",
 		Broken:      true,

@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func init() {
-	Register(Info{
+func registerReentrant(register func(Info)) {
+	register(Info{
 		Name:      "reentrant",
 		Claims:    WatchdogClaims,
 		Reentrant: true,

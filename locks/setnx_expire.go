@@ -2,12 +2,14 @@ package locks
 
 import (
 	"context"
+
+	"github.com/locktorture/locktorture/fault"
 )
 
-func init() {
-	Register(Info{
+func registerSetNXExpire(register func(Info)) {
+	register(Info{
 		Name:   "setnx-expire",
-		Claims: without(LeaseClaims, ClientPause),
+		Claims: without(LeaseClaims, fault.ClientPause),
 		Summary: "SETNX then EXPIRE as two commands, DEL release. BROKEN: a client that dies between the two " +
 			"leaves a key that never expires (deadlock, S1), and DEL releases whoever holds the lock now",
 		Broken: true,

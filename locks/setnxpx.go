@@ -7,8 +7,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func init() {
-	Register(Info{
+func registerSetNXPX(register func(Info)) {
+	register(Info{
 		Name:    "set-nx-px",
 		Claims:  LeaseClaims,
 		Summary: "SET key token NX PX ttl; release by Lua compare-and-delete (the distlock single-instance lock)",

@@ -4,12 +4,14 @@ import (
 	"context"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/fault"
 )
 
-func init() {
-	Register(Info{
+func registerSetNXPXDel(register func(Info)) {
+	register(Info{
 		Name:   "set-nx-px-del",
-		Claims: without(LeaseClaims, ClientPause),
+		Claims: without(LeaseClaims, fault.ClientPause),
 		Summary: "SET NX PX with a plain DEL release. BROKEN: a client whose lease lapsed deletes its " +
 			"successor's lock, letting a third client in (S3)",
 		Broken: true,

@@ -6,8 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func init() {
-	Register(Info{
+func registerSetNXPXFenced(register func(Info)) {
+	register(Info{
 		Name:    "set-nx-px-fenced",
 		Claims:  LeaseClaims,
 		Summary: "set-nx-px plus a per-key fencing token (INCR in the same script) that the protected store checks",

@@ -12,8 +12,10 @@
 // Redis only through Config.Clients: the scenarios pause and crash your
 // client through hooks on those connections, without any call from your
 // code.
-// The machine needs redis-server (and, for clock scenarios, the build `make
-// setup` caches).
+// The machine needs redis-server (and, for clock scenarios, libfaketime and
+// a libc-allocator redis-server): `go run
+// github.com/locktorture/locktorture/cmd/setup` installs what is missing,
+// and a test stops with one line naming it before any story starts.
 package locktest
 
 import (
@@ -30,9 +32,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/worker"
 )
 
@@ -49,9 +55,12 @@ type Lock struct {
 	Fenced, Reentrant, Queued bool
 	// Claims is the lock's fault model: the faults under which it claims
 	// to keep its promise; the random scenario holds it to these.
-	Claims []locks.Fault
+	Claims []fault.Kind
 	// New builds one client's handle.
 	New func(locks.Config) locks.Lock
+	// Server is the kind of server the lock runs against (cluster.Kinds;
+	// empty: Redis). A lock of another kind dials Config.Addrs itself.
+	Server string
 	// Program, instead of New, starts one client of a lock written in
 	// another language as a worker process speaking the worker protocol
 	// (package worker); every run then uses client processes.
@@ -60,7 +69,7 @@ type Lock struct {
 
 func (l Lock) info() *locks.Info {
 	return &locks.Info{Name: l.Name, Nodes: l.Nodes, Fenced: l.Fenced, Reentrant: l.Reentrant, Queued: l.Queued,
-		Claims: l.Claims, New: l.New, Program: l.Program}
+		Claims: l.Claims, Server: l.Server, New: l.New, Program: l.Program}
 }
 
 // Run runs one scenario against l and returns everything it found; o's
@@ -68,16 +77,16 @@ func (l Lock) info() *locks.Info {
 // clients, time limit, out dir, client processes) are yours to tune. With
 // o.ClientProcs, o.Worker must start a program that serves l: Worker(t)
 // starts the calling test again, in which this same call serves l.
-func Run(ctx context.Context, l Lock, scenarioName string, want scenario.Expectation, o scenario.Options) (*scenario.Result, error) {
+func Run(ctx context.Context, l Lock, scenarioName string, want verdict.Expectation, o engine.Options) (*engine.Result, error) {
 	if err := serveIfWorker(l); err != nil {
 		return nil, err
 	}
-	return scenario.Run(ctx, l.options(scenarioName, want, o))
+	return engine.Run(ctx, l.options(scenarioName, want, o))
 }
 
 // options are o with the scenario, l and what it must show set, as Run
 // and check run them.
-func (l Lock) options(scenarioName string, want scenario.Expectation, o scenario.Options) scenario.Options {
+func (l Lock) options(scenarioName string, want verdict.Expectation, o engine.Options) engine.Options {
 	o.Scenario, o.Lock, o.Custom, o.Expect = scenarioName, l.Name, l.info(), &want
 	return o
 }
@@ -109,7 +118,11 @@ func Worker(t testing.TB) func(lock string) *exec.Cmd {
 var errOtherLock = errors.New("locktest: this test binary is a worker for another lock")
 
 // serveIfWorker serves l and exits when this process is a worker for l.
+// Every entry point calls it first, so it also quiets go-redis's log, in
+// the test and in its workers: a story's partitions make go-redis log
+// every failed dial, and the verdict and the kept run say what happened.
 func serveIfWorker(l Lock) error {
+	cluster.QuietRedisLog()
 	name := os.Getenv(worker.Env)
 	switch name {
 	case "":
@@ -142,30 +155,31 @@ const Env = "LOCKTORTURE_RUNS"
 // directory $LOCKTORTURE_RUNS names, else o.Out, else testdata/locktest-runs.
 func Expect(t testing.TB, l Lock, want map[string]string) {
 	t.Helper()
-	ExpectWith(t, l, want, scenario.Options{})
+	ExpectWith(t, l, want, engine.Options{})
 }
 
 // ExpectWith is Expect with options for every run: TTL, clients, time
 // limit, Out (see Expect), and ClientProcs, which runs every client as an
 // OS process of its own (this test binary started again through Worker,
 // unless o.Worker says otherwise).
-func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options) {
+func ExpectWith(t testing.TB, l Lock, want map[string]string, o engine.Options) {
 	t.Helper()
 	if !prepare(t, l, &o) {
 		return
 	}
 	names := slices.Sorted(maps.Keys(want))
-	expect := map[string]scenario.Expectation{}
+	expect := map[string]verdict.Expectation{}
 	for _, n := range names {
 		if _, err := scenario.Lookup(n); err != nil {
 			t.Fatalf("locktest: unknown scenario %q (valid: %s)", n, strings.Join(scenario.Names(), ", "))
 		}
-		e, err := scenario.ParseExpectation(want[n])
+		e, err := verdict.ParseExpectation(want[n])
 		if err != nil {
 			t.Fatalf("locktest: %s: %v", n, err)
 		}
 		expect[n] = e
 	}
+	requireMachine(t, o, names...)
 	root := runsRoot(t, &o)
 	for _, n := range names {
 		o.Scenario = n
@@ -178,16 +192,17 @@ func ExpectWith(t testing.TB, l Lock, want map[string]string, o scenario.Options
 // pieces its Schedule gets (partitions, pauses, traps at command
 // boundaries, kills, clocks), against l, and fails t unless l shows want
 // (in Expect's words). Runs are kept or removed as Expect's are.
-func ExpectStory(t testing.TB, l Lock, story scenario.Scenario, want string, o scenario.Options) {
+func ExpectStory(t testing.TB, l Lock, story scenario.Scenario, want string, o engine.Options) {
 	t.Helper()
 	if !prepare(t, l, &o) {
 		return
 	}
-	e, err := scenario.ParseExpectation(want)
+	e, err := verdict.ParseExpectation(want)
 	if err != nil {
 		t.Fatalf("locktest: %s: %v", story.Name, err)
 	}
 	o.Story = &story
+	requireMachine(t, o)
 	root := runsRoot(t, &o)
 	check(t, l, e, o, root)
 	finish(t, root)
@@ -196,7 +211,7 @@ func ExpectStory(t testing.TB, l Lock, story scenario.Scenario, want string, o s
 // prepare serves l and says false when this process is a worker for
 // another lock (the test is then skipped), and points client processes at
 // this test binary.
-func prepare(t testing.TB, l Lock, o *scenario.Options) bool {
+func prepare(t testing.TB, l Lock, o *engine.Options) bool {
 	t.Helper()
 	if errors.Is(serveIfWorker(l), errOtherLock) {
 		t.SkipNow()
@@ -209,7 +224,7 @@ func prepare(t testing.TB, l Lock, o *scenario.Options) bool {
 }
 
 // runsRoot is where t's failing runs are kept, and points o there.
-func runsRoot(t testing.TB, o *scenario.Options) string {
+func runsRoot(t testing.TB, o *engine.Options) string {
 	root := cmp.Or(os.Getenv(Env), o.Out, defaultRuns)
 	o.Out = filepath.Join(root, strings.ReplaceAll(t.Name(), "/", "_"))
 	return root
@@ -217,7 +232,7 @@ func runsRoot(t testing.TB, o *scenario.Options) string {
 
 // check runs one story and marks t failed, keeping the run with its
 // report, unless l showed e; a passing run logs its verdict and goes.
-func check(t testing.TB, l Lock, e scenario.Expectation, o scenario.Options, root string) {
+func check(t testing.TB, l Lock, e verdict.Expectation, o engine.Options, root string) {
 	t.Helper()
 	name := o.Scenario
 	if o.Story != nil {
@@ -229,7 +244,7 @@ func check(t testing.TB, l Lock, e scenario.Expectation, o scenario.Options, roo
 	}
 	// The machine, not the lock, may run late: a starved run is no
 	// evidence either way, and runs once more, alone, as a matrix's does.
-	res, err := scenario.RunUnstarved(context.Background(), l.options(o.Scenario, e, o), t.Logf)
+	res, err := engine.RunUnstarved(context.Background(), l.options(o.Scenario, e, o), t.Logf)
 	if err != nil {
 		t.Errorf("%s: %v", name, err)
 		return

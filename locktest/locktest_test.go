@@ -11,11 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/locktest"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
 
@@ -98,18 +101,18 @@ func TestExpectRejectsUnknownWordsBeforeRunning(t *testing.T) {
 // serves the lock), and the paused holder is caught as in the harness.
 func TestExpectWithClientProcesses(t *testing.T) {
 	locktest.ExpectWith(t, setNXPX(), map[string]string{"paused-holder": "unsafe", "setnx-crash": "safe"},
-		scenario.Options{ClientProcs: true})
+		engine.Options{ClientProcs: true})
 }
 
 // The runs really went through workers: each started one per client
 // process and logged to the run's workers.log (empty when all went well).
 func TestRunWithClientProcessesStartsWorkers(t *testing.T) {
-	o := scenario.Options{ClientProcs: true, Worker: locktest.Worker(t), Out: t.TempDir()}
-	res, err := locktest.Run(context.Background(), setNXPX(), "paused-holder", scenario.Expectation{Outcome: scenario.Unsafe}, o)
-	if err == nil && res.Outcome == scenario.Starved {
+	o := engine.Options{ClientProcs: true, Worker: locktest.Worker(t), Out: t.TempDir()}
+	res, err := locktest.Run(context.Background(), setNXPX(), "paused-holder", verdict.Expectation{Outcome: verdict.Unsafe}, o)
+	if err == nil && res.Outcome == verdict.Starved {
 		t.Logf("starved (%s); running it once more, alone", res.Starved)
 		o.Alone = true
-		res, err = locktest.Run(context.Background(), setNXPX(), "paused-holder", scenario.Expectation{Outcome: scenario.Unsafe}, o)
+		res, err = locktest.Run(context.Background(), setNXPX(), "paused-holder", verdict.Expectation{Outcome: verdict.Unsafe}, o)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +134,7 @@ func TestExpectStoryRunsTheUsersOwnStory(t *testing.T) {
 	lateOK := scenario.Scenario{
 		Name:     "late-ok",
 		Story:    "a client freezes for 1.5 TTLs as the OK of its SET NX arrives, then works on a lock that expired",
-		Requires: []scenario.Evidence{{F: "pause", Target: "reply of"}, {F: "stall", Target: workloads.BeforeWrite}},
+		Requires: []fault.Evidence{{Op: fault.Pause, Reply: true}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
 		Schedule: func(e *scenario.Env) (nemesis.Schedule, error) {
 			ok := &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true}
 			// The next holder works 0.8 TTL, so it is still at work when
@@ -145,14 +148,14 @@ func TestExpectStoryRunsTheUsersOwnStory(t *testing.T) {
 				Then: nextHolderWorks, ThenName: "arm a stall of the next holder at before-write"})}, nil
 		},
 	}
-	locktest.ExpectStory(t, setNXPX(), lateOK, "unsafe -promise-broken", scenario.Options{})
+	locktest.ExpectStory(t, setNXPX(), lateOK, "unsafe -promise-broken", engine.Options{})
 
 	t.Setenv(locktest.Env, t.TempDir()) // where the failing run is kept
 	r := &recorder{TB: t}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		locktest.ExpectStory(r, setNXPX(), lateOK, "safe", scenario.Options{})
+		locktest.ExpectStory(r, setNXPX(), lateOK, "safe", engine.Options{})
 	}()
 	<-done
 	if !r.failed {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -13,7 +14,8 @@ import (
 // Redis's key expiry follows it, so a forward bump past a key's TTL expires
 // it at once on that node alone, and a backward bump extends it.
 func (n *Nemesis) BumpClock(node string, offset time.Duration) error {
-	return record(n.rec, "clock-bump", &history.Value{Target: node, Duration: int64(offset)}, func() error {
+	v := &history.Value{Target: node, Duration: int64(offset), Site: &history.Site{Node: node}}
+	return record(n.rec, fault.ClockBump, v, func() error {
 		nd, err := n.node(node)
 		if err != nil {
 			return err
@@ -32,7 +34,8 @@ func (n *Nemesis) StrobeClock(ctx context.Context, node string, delta, period, d
 	}
 	base := nd.ClockOffset()
 	target := fmt.Sprintf("%s ±%s every %s", node, delta, period)
-	if err := record(n.rec, "clock-strobe-start", &history.Value{Target: target, Duration: int64(dur)}, nil); err != nil {
+	v := &history.Value{Target: target, Duration: int64(dur), Site: &history.Site{Node: node}}
+	if err := record(n.rec, fault.ClockStrobeStart, v, nil); err != nil {
 		return err
 	}
 	t := time.NewTicker(period)
@@ -61,12 +64,12 @@ func (n *Nemesis) StrobeClock(ctx context.Context, node string, delta, period, d
 	if err := n.BumpClock(node, base); err != nil {
 		return err
 	}
-	return record(n.rec, "clock-strobe-end", &history.Value{Target: node}, nil)
+	return record(n.rec, fault.ClockStrobeEnd, &history.Value{Target: node, Site: &history.Site{Node: node}}, nil)
 }
 
 // ResetClocks puts every faked node clock back to the machine's.
 func (n *Nemesis) ResetClocks() error {
-	return record(n.rec, "clock-reset", &history.Value{Target: "all nodes"}, func() error {
+	return record(n.rec, fault.ClockReset, &history.Value{Target: "all nodes", Site: &history.Site{All: true}}, func() error {
 		for _, nd := range n.cl.Nodes() {
 			if nd.ClockOffset() != 0 {
 				if err := nd.SetClockOffset(0); err != nil {
@@ -95,7 +98,8 @@ func (c *ClientClock) Offset() time.Duration { return time.Duration(c.offset.Loa
 
 // SkewClient sets client clock c to the machine's plus offset.
 func (n *Nemesis) SkewClient(c *ClientClock, offset time.Duration) error {
-	return record(n.rec, "clock-skew", &history.Value{Target: c.Name, Duration: int64(offset)}, func() error {
+	v := &history.Value{Target: c.Name, Duration: int64(offset), Site: &history.Site{Peer: c.Name}}
+	return record(n.rec, fault.ClockSkew, v, func() error {
 		c.offset.Store(int64(offset))
 		return nil
 	})

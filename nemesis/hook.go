@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/history"
 )
 
 // Hook returns the go-redis hook for one process of client; the harness
@@ -169,14 +171,15 @@ func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succ
 		c := t.Command
 		return c != nil && c.Reply == reply && c.selects(s.op, s.cmds, i) && (!c.Succeeded || succeeded)
 	})
-	name := s.cmds[i].args[0]
+	name, in := s.cmds[i].args[0], s.op
 	g.mu.Unlock()
 	if !ok {
 		return nil
 	}
 	// The command's own deadline (RedLock gives each node a few ms) must
 	// not cut the pause short: a frozen process does not watch its clocks.
-	return g.spring(context.WithoutCancel(ctx), t, client, process, t.Command.String()+" ("+name+")")
+	return g.spring(context.WithoutCancel(ctx), t, client, process, t.Command.String()+" ("+name+")",
+		history.Site{Command: name, Reply: reply, In: in})
 }
 
 // frozenConn is a client's connection as the gate lets it run: nothing

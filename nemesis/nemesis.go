@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -25,10 +26,11 @@ type Nemesis struct {
 func New(rec *history.Recorder, cl *cluster.Cluster) *Nemesis { return &Nemesis{rec: rec, cl: cl} }
 
 // record writes one nemesis action as an invoke and its completion: a
-// fault that lasts has a start action and an end action. An action that
-// failed is recorded as such and its error returned.
-func record(rec *history.Recorder, f string, v *history.Value, act func() error) error {
-	inv := rec.Invoke(history.NemesisProcess, f, "", v)
+// fault that lasts has a start action and an end action (package fault
+// says which ends which). An action that failed is recorded as such and
+// its error returned.
+func record(rec *history.Recorder, f fault.Op, v *history.Value, act func() error) error {
+	inv := rec.Invoke(history.NemesisProcess, string(f), "", v)
 	var err error
 	if act != nil {
 		err = act()

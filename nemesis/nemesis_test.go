@@ -34,6 +34,7 @@ func newEnv(t *testing.T, nodes ...cluster.NodeOptions) *env {
 func newEnvOn(t *testing.T, backend string, nodes ...cluster.NodeOptions) *env {
 	t.Helper()
 	if backend == docker.Name {
+		docker.Register()
 		if _, err := docker.Pool(); err != nil {
 			t.Skipf("docker backend not tested: %v", err)
 		}

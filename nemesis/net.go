@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -33,6 +34,16 @@ func (g Grudge) String() string {
 	return strings.Join(parts, " ")
 }
 
+// cut is the grudge as a site records it: a copy, so the history keeps
+// the grudge as it was cut.
+func (g Grudge) cut() map[string][]string {
+	out := make(map[string][]string, len(g))
+	for p, nodes := range g {
+		out[p] = slices.Clone(nodes)
+	}
+	return out
+}
+
 // Apart reports whether the grudge keeps two servers apart: a link
 // between servers is cut both ways, so either one's grudge against the
 // other is enough.
@@ -43,7 +54,8 @@ func (g Grudge) Apart(a, b string) bool {
 // Partition cuts every link the grudge names. Links not named are left
 // alone; a second Partition adds to the first. Heal undoes them all.
 func (n *Nemesis) Partition(g Grudge) error {
-	return record(n.rec, "partition-start", &history.Value{Target: g.String()}, func() error {
+	v := &history.Value{Target: g.String(), Site: &history.Site{Cut: g.cut()}}
+	return record(n.rec, fault.PartitionStart, v, func() error {
 		for peer, nodes := range g {
 			for _, name := range nodes {
 				if name == peer {
@@ -67,7 +79,9 @@ func (n *Nemesis) Partition(g Grudge) error {
 // "downstream" (what the node sends: replies, the replication stream).
 // Heal undoes it.
 func (n *Nemesis) CutDirection(peer, node, direction string) error {
-	return record(n.rec, "partition-start", &history.Value{Target: fmt.Sprintf("%s↛%s %s only", peer, node, direction)}, func() error {
+	v := &history.Value{Target: fmt.Sprintf("%s↛%s %s only", peer, node, direction),
+		Site: &history.Site{Peer: peer, Node: node, Direction: direction}}
+	return record(n.rec, fault.PartitionStart, v, func() error {
 		l, err := n.link(peer, node)
 		if err != nil {
 			return err
@@ -78,7 +92,7 @@ func (n *Nemesis) CutDirection(peer, node, direction string) error {
 
 // Heal restores every link of every node: no partition, no latency.
 func (n *Nemesis) Heal() error {
-	return record(n.rec, "partition-end", &history.Value{Target: "all links"}, func() error {
+	return record(n.rec, fault.PartitionEnd, &history.Value{Target: "all links", Site: &history.Site{All: true}}, func() error {
 		for _, nd := range n.cl.Nodes() {
 			if err := nd.Heal(); err != nil {
 				return err
@@ -93,11 +107,12 @@ func (n *Nemesis) Heal() error {
 // the node.
 func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) error {
 	target := fmt.Sprintf("%s→%s %s±%s", orAll(peer), node, latency, jitter)
-	f := "latency-start"
+	f := fault.LatencyStart
 	if latency == 0 && jitter == 0 {
-		f = "latency-end"
+		f = fault.LatencyEnd
 	}
-	return record(n.rec, f, &history.Value{Target: target, Duration: int64(latency)}, func() error {
+	v := &history.Value{Target: target, Duration: int64(latency), Site: &history.Site{Peer: peer, Node: node}}
+	return record(n.rec, f, v, func() error {
 		if peer == "" {
 			nd, err := n.node(node)
 			if err != nil {
@@ -118,7 +133,8 @@ func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) erro
 // a write that lands late, its reply on time (K2).
 func (n *Nemesis) LatencyDirection(peer, node, direction string, latency, jitter time.Duration) error {
 	target := fmt.Sprintf("%s→%s %s %s±%s", peer, node, direction, latency, jitter)
-	return record(n.rec, "latency-start", &history.Value{Target: target, Duration: int64(latency)}, func() error {
+	v := &history.Value{Target: target, Duration: int64(latency), Site: &history.Site{Peer: peer, Node: node, Direction: direction}}
+	return record(n.rec, fault.LatencyStart, v, func() error {
 		l, err := n.link(peer, node)
 		if err != nil {
 			return err

@@ -5,29 +5,30 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
 // PauseNode stops node's process with SIGSTOP: it keeps its keys and its
 // port, answers nothing, and its keys' TTLs keep running on the wall clock.
 func (n *Nemesis) PauseNode(node string) error {
-	return n.onNode("node-pause", node, (*cluster.Node).Pause)
+	return n.onNode(fault.PauseNode, node, (*cluster.Node).Pause)
 }
 
 // ResumeNode continues a paused node with SIGCONT.
 func (n *Nemesis) ResumeNode(node string) error {
-	return n.onNode("node-resume", node, (*cluster.Node).Resume)
+	return n.onNode(fault.ResumeNode, node, (*cluster.Node).Resume)
 }
 
 // KillNode is kill -9 on node's process.
 func (n *Nemesis) KillNode(node string) error {
-	return n.onNode("kill", node, (*cluster.Node).Kill)
+	return n.onNode(fault.Kill, node, (*cluster.Node).Kill)
 }
 
 // PowerLossNode is kill -9 plus the loss of what the disk had not synced:
 // for appendfsync everysec, the last second of the AOF.
 func (n *Nemesis) PowerLossNode(node string) error {
-	return n.onNode("power-loss", node, (*cluster.Node).PowerLoss)
+	return n.onNode(fault.PowerLoss, node, (*cluster.Node).PowerLoss)
 }
 
 // RestartNode starts a killed node again after delay, on the same port and
@@ -38,13 +39,14 @@ func (n *Nemesis) RestartNode(ctx context.Context, node string, delay time.Durat
 	if err != nil {
 		return err
 	}
-	return record(n.rec, "restart", &history.Value{Target: node, Duration: int64(delay)}, func() error { return nd.Restart(ctx, delay) })
+	v := &history.Value{Target: node, Duration: int64(delay), Site: &history.Site{Node: node}}
+	return record(n.rec, fault.Restart, v, func() error { return nd.Restart(ctx, delay) })
 }
 
 // Promote makes replica the master by hand (REPLICAOF NO ONE) and points
 // the clients that dial through primary at it.
 func (n *Nemesis) Promote(ctx context.Context, primary *cluster.Primary, replica string) error {
-	return record(n.rec, "promote", &history.Value{Target: replica}, func() error {
+	return record(n.rec, fault.Promote, &history.Value{Target: replica, Site: &history.Site{Node: replica}}, func() error {
 		nd, err := n.node(replica)
 		if err != nil {
 			return err
@@ -53,8 +55,8 @@ func (n *Nemesis) Promote(ctx context.Context, primary *cluster.Primary, replica
 	})
 }
 
-func (n *Nemesis) onNode(f, node string, act func(*cluster.Node) error) error {
-	return record(n.rec, f, &history.Value{Target: node}, func() error {
+func (n *Nemesis) onNode(f fault.Op, node string, act func(*cluster.Node) error) error {
+	return record(n.rec, f, &history.Value{Target: node, Site: &history.Site{Node: node}}, func() error {
 		nd, err := n.node(node)
 		if err != nil {
 			return err

@@ -7,9 +7,10 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/report"
-	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 // longRun is a million-op history of five clients taking turns on one key
@@ -60,8 +61,8 @@ func BenchmarkReportMillionOps(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		dir := b.TempDir()
-		r := &scenario.Result{Scenario: "baseline", Lock: "set-nx-px", Dir: dir, Ops: ops, Verdicts: verdicts,
-			Outcome: scenario.Outcome(verdicts)}
+		r := &engine.Result{Scenario: "baseline", Lock: "set-nx-px", Dir: dir, Ops: ops,
+			Judgement: verdict.Judgement{Verdicts: verdicts, Outcome: verdict.Sum(verdicts)}}
 		if err := report.Write(r); err != nil {
 			b.Fatal(err)
 		}

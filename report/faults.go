@@ -1,10 +1,11 @@
 package report
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
-	"strings"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -12,7 +13,11 @@ import (
 // to the one that ended it (or the end of the run). Instantaneous actions
 // (a crash, a promotion) have End == Start.
 type Fault struct {
-	Kind   string
+	// Kind is what a person calls the fault: its op's label in the fault
+	// table ("partition", "node pause"), or the op itself where the table
+	// does not know it.
+	Kind string
+	// Target is where it acted, in the words the history records.
 	Target string
 	Start  int64
 	End    int64
@@ -26,37 +31,31 @@ func (f Fault) Text() string {
 	return f.Kind + " " + f.Target
 }
 
-// Faults pairs the nemesis actions of a history into faults.
+// Faults pairs the nemesis actions of a history into faults, shaped as the
+// fault table says: an interval or a span lasts from its op to the op that
+// ends it at the same place (or an end on every place: a heal, a clock
+// reset), a clock offset until the next one at its place, an instant is
+// over at its time. A second start at a place where one is still on ends
+// the first there: it is what the place is under from then on.
 func Faults(ops []history.Op) []Fault {
+	type key struct {
+		op    fault.Op
+		place string
+	}
 	var out []Fault
-	open := map[string]int{} // fault key → index in out
+	open := map[key]int{} // → index in out
 	var end int64
 	if len(ops) > 0 {
 		end = ops[len(ops)-1].Time
 	}
-	begin := func(key, kind, target string, at int64) {
-		open[key] = len(out)
+	begin := func(k key, kind, target string, at int64) {
+		open[k] = len(out)
 		out = append(out, Fault{Kind: kind, Target: target, Start: at, End: -1})
 	}
-	finish := func(key string, at int64) {
-		if i, ok := open[key]; ok {
+	finish := func(k key, at int64) {
+		if i, ok := open[k]; ok {
 			out[i].End = at
-			delete(open, key)
-		}
-	}
-	// offset: the target's clock is now off by dur; that replaces any
-	// offset it had, and zero means it is back to true time.
-	offset := func(key, kind, target string, dur, at int64) {
-		finish(key, at)
-		if dur != 0 {
-			begin(key, kind, fmt.Sprintf("%s %+.3fs", target, float64(dur)/1e9), at)
-		}
-	}
-	finishPrefix := func(prefix string, at int64) {
-		for k := range open {
-			if strings.HasPrefix(k, prefix) {
-				finish(k, at)
-			}
+			delete(open, k)
 		}
 	}
 	for _, op := range ops {
@@ -68,47 +67,41 @@ func Faults(ops []history.Op) []Fault {
 		if op.Value != nil {
 			target, dur = op.Value.Target, op.Value.Duration
 		}
+		f := fault.Op(op.F)
+		spec, known := fault.Lookup(f)
+		k := key{f, place(op)}
 		t := op.Time
-		switch op.F {
-		case history.Pause, "stall":
-			begin("pause "+target, op.F, target, t)
-		case history.Resume:
-			finish("pause "+target, t)
-		case "partition-start":
-			begin("partition "+target, "partition", target, t)
-		case "partition-end":
-			// Heal undoes every cut and every delay.
-			finishPrefix("partition ", t)
-			finishPrefix("latency ", t)
-		case "latency-start":
-			link := strings.Fields(target)[0]
-			finish("latency "+link, t)
-			begin("latency "+link, "latency", target, t)
-		case "latency-end":
-			finish("latency "+strings.Fields(target)[0], t)
-		case "node-pause":
-			begin("node-pause "+target, "node pause", target, t)
-		case "node-resume":
-			finish("node-pause "+target, t)
-		case "kill", "power-loss":
-			begin("down "+target, op.F, target, t)
-		case "restart":
-			finish("down "+target, t)
-		case "clock-bump":
-			offset("clock "+target, "clock", target, dur, t)
-		case "clock-reset":
-			finishPrefix("clock ", t)
-		case "clock-strobe-start":
-			begin("strobe "+target, "clock strobe", target, t)
-		case "clock-strobe-end":
-			finishPrefix("strobe "+target, t)
-		case "clock-skew":
-			offset("skew "+target, "client clock", target, dur, t)
-		case history.Starved:
+		switch {
+		case !known:
+			out = append(out, Fault{Kind: op.F, Target: target, Start: t, End: t})
+		case spec.Shape == fault.Note:
 			// The gate's word on the run (the summary's starved line), not
 			// a fault.
-		default:
-			out = append(out, Fault{Kind: op.F, Target: target, Start: t, End: t})
+		case spec.Shape == fault.Instant:
+			out = append(out, Fault{Kind: spec.Label, Target: target, Start: t, End: t})
+		case spec.Shape == fault.End:
+			every := op.Site().All
+			for _, started := range fault.EndedBy(f) {
+				if !every {
+					finish(key{started, k.place}, t)
+					continue
+				}
+				for o := range open {
+					if o.op == started {
+						finish(o, t)
+					}
+				}
+			}
+		case spec.Shape == fault.Offset:
+			// The clock is now off by dur: that replaces any offset it
+			// had, and zero means it is back to true time.
+			finish(k, t)
+			if dur != 0 {
+				begin(k, spec.Label, fmt.Sprintf("%s %+.3fs", target, float64(dur)/1e9), t)
+			}
+		default: // an interval or a span
+			finish(k, t)
+			begin(k, spec.Label, target, t)
 		}
 	}
 	for i := range out {
@@ -118,6 +111,24 @@ func Faults(ops []history.Op) []Fault {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
+}
+
+// place is what a nemesis op acted on, as a key that pairs a fault with
+// its end: the op's site, less the direction of a link (how the link is
+// cut or slowed, not which link). An op recorded before sites has none
+// (""): the faults of such a history pair by op alone, right wherever one
+// fault of an op is on at a time.
+func place(op history.Op) string {
+	if op.Value == nil || op.Value.Site == nil {
+		return ""
+	}
+	s := *op.Value.Site
+	s.Direction = ""
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "" // a Site always encodes: strings, numbers, a map of strings
+	}
+	return string(b)
 }
 
 // During lists the faults active at some point in [from, to], or that

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/checker"
-	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/engine"
 )
 
 const style = `body{font:15px/1.45 system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}
@@ -65,7 +65,7 @@ type finding struct {
 }
 
 // page writes the run's index.html.
-func page(r *scenario.Result, charts []Chart, vector bool) error {
+func page(r *engine.Result, charts []Chart, vector bool) error {
 	faults := Faults(r.Ops)
 	var findings []finding
 	total := 0
@@ -78,7 +78,7 @@ func page(r *scenario.Result, charts []Chart, vector bool) error {
 				continue
 			}
 			shown++
-			f := finding{Kind: v.Checker + ": " + a.Kind, Text: a.Text, While: strings.Join(During(faults, a.Start, a.End), "; ")}
+			f := finding{Kind: string(v.Checker) + ": " + a.Kind, Text: a.Text, While: strings.Join(During(faults, a.Start, a.End), "; ")}
 			// Said once for a run of anomalies in the same fault.
 			if f.While == lastWhile {
 				f.While = ""
@@ -114,7 +114,7 @@ func page(r *scenario.Result, charts []Chart, vector bool) error {
 // headlines tells the double holders the way a person would: per key, the
 // hold that overlapped the most others, how long, and the nemesis then.
 // The anomaly list has every pair; this is the one sentence to read first.
-func headlines(r *scenario.Result, faults []Fault) []string {
+func headlines(r *engine.Result, faults []Fault) []string {
 	type holdID struct {
 		key   string
 		proc  int
@@ -252,13 +252,13 @@ func WriteIndex(root string) error {
 		if err != nil {
 			continue
 		}
-		var r scenario.Result
+		var r engine.Result
 		if json.Unmarshal(b, &r) != nil {
 			continue
 		}
 		rel, _ := filepath.Rel(root, filepath.Join(filepath.Dir(f), "index.html"))
 		runs = append(runs, indexRun{Started: r.Started.UTC().Format(time.RFC3339), Scenario: r.Scenario, Lock: r.Lock,
-			Expected: r.Expected.String(), Outcome: r.Outcome, Matched: r.Matched, Href: filepath.ToSlash(rel)})
+			Expected: r.Expected.String(), Outcome: string(r.Outcome), Matched: r.Matched, Href: filepath.ToSlash(rel)})
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].Started > runs[j].Started })
 	data["Runs"] = runs

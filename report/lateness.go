@@ -14,8 +14,8 @@ import (
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/lateness"
-	"github.com/locktorture/locktorture/scenario"
 )
 
 // latenessFloor is the least lateness drawn, in ms: a window that woke on
@@ -210,14 +210,14 @@ func peaks(xys plotter.XYs, xmax float64) plotter.XYs {
 }
 
 // latenessChart is r's lateness chart, if it measured any.
-func latenessChart(r *scenario.Result, faults []Fault) (Chart, bool, error) {
+func latenessChart(r *engine.Result, faults []Fault) (Chart, bool, error) {
 	return Lateness(r.Lateness, r.Limits, faults)
 }
 
 // latenessLine is the worst lateness of each kind in a few words, with the
 // limit: what a reader checks before trusting a verdict that rests on
 // timing.
-func latenessLine(r *scenario.Result) string {
+func latenessLine(r *engine.Result) string {
 	if len(r.Lateness) == 0 {
 		return "not measured"
 	}

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/report"
-	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 const starvedWhy = "the harness's timers ran 250ms late at 1.500s (the limit is 100ms, 20% of the TTL)"
@@ -20,7 +21,7 @@ const starvedWhy = "the harness's timers ran 250ms late at 1.500s (the limit is 
 // timers stalled 250 ms at 1.5 s while a client was paused, with a node
 // restarted and its probe's replies measured: every kind of sample, and a
 // run judged starved for it.
-func starvedRun(dir string) *scenario.Result {
+func starvedRun(dir string) *engine.Result {
 	var ops []history.Op
 	add := func(p int, t history.Type, f, key string, v *history.Value, at time.Duration) {
 		ops = append(ops, history.Op{Index: int64(len(ops)), Process: p, Type: t, F: f, Key: key, Value: v, Time: int64(at)})
@@ -51,9 +52,10 @@ func starvedRun(dir string) *scenario.Result {
 	samples = append(samples,
 		lateness.Sample{At: int64(1400 * ms), Kind: lateness.Pause, Late: int64(180 * ms), What: "pause of process 1"},
 		lateness.Sample{At: int64(2200 * ms), Kind: lateness.Fault, Late: int64(30 * ms), What: "restart of n1"})
-	return &scenario.Result{Scenario: "paused-holder", Lock: "set-nx-px", TTL: "500ms", TimeLimit: "3s",
-		Expected: scenario.Expectation{Outcome: scenario.Unsafe}, Outcome: scenario.Starved, Starved: starvedWhy,
-		Ready: int64(100 * ms), Lateness: samples, Limits: lateness.LimitsFor(500 * time.Millisecond), Dir: dir, Ops: ops, Elapsed: "3.1s"}
+	return &engine.Result{Scenario: "paused-holder", Lock: "set-nx-px", TTL: "500ms", TimeLimit: "3s",
+		Expected: verdict.Expectation{Outcome: verdict.Unsafe}, Ready: int64(100 * ms), Dir: dir, Ops: ops, Elapsed: "3.1s",
+		Judgement: verdict.Judgement{Outcome: verdict.Starved, Starved: starvedWhy, Lateness: samples,
+			Limits: lateness.LimitsFor(500 * time.Millisecond)}}
 }
 
 func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
@@ -86,7 +88,7 @@ func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
 
 func TestLateRunThatPassedSaysItsVerdictStands(t *testing.T) {
 	r := starvedRun(t.TempDir())
-	r.Expected, r.Outcome, r.Matched, r.Late, r.Starved = scenario.Expectation{Outcome: scenario.Safe}, scenario.Safe, true, starvedWhy, ""
+	r.Expected, r.Outcome, r.Matched, r.Late, r.Starved = verdict.Expectation{Outcome: verdict.Safe}, verdict.Safe, true, starvedWhy, ""
 	var sum bytes.Buffer
 	report.Summary(&sum, r)
 	if want := "  late: " + starvedWhy + " (the verdict stands"; !strings.Contains(sum.String(), want) || strings.Contains(sum.String(), "starved:") {
@@ -106,7 +108,7 @@ func TestLateRunThatPassedSaysItsVerdictStands(t *testing.T) {
 
 func TestRunWithoutLatenessHasNoLatenessChart(t *testing.T) {
 	r := starvedRun(t.TempDir())
-	r.Lateness, r.Starved, r.Outcome = nil, "", scenario.Unsafe
+	r.Lateness, r.Starved, r.Outcome = nil, "", verdict.Unsafe
 	if err := report.Write(r); err != nil {
 		t.Fatal(err)
 	}
@@ -163,12 +165,12 @@ func TestLatenessChartSeries(t *testing.T) {
 
 func TestMatrixCountsAndShowsStarved(t *testing.T) {
 	out := t.TempDir()
-	unsafe := scenario.Expectation{Outcome: scenario.Unsafe}
+	unsafe := verdict.Expectation{Outcome: verdict.Unsafe}
 	m := report.Matrix{Entries: []report.Entry{
-		{Scenario: "paused-holder", Lock: "set-nx-px", Expected: unsafe, Outcome: scenario.Unsafe, Matched: true},
-		{Scenario: "paused-holder", Lock: "redlock", Expected: unsafe, Outcome: scenario.Starved, Starved: starvedWhy},
-		{Scenario: "gc-pause", Lock: "set-nx-px", Expected: unsafe, Outcome: scenario.Vacuous},
-		{Scenario: "baseline", Lock: "mutex", Expected: scenario.Expectation{Outcome: scenario.Safe}, Outcome: scenario.Safe, Matched: true, Late: starvedWhy},
+		{Scenario: "paused-holder", Lock: "set-nx-px", Expected: unsafe, Outcome: verdict.Unsafe, Matched: true},
+		{Scenario: "paused-holder", Lock: "redlock", Expected: unsafe, Outcome: verdict.Starved, Starved: starvedWhy},
+		{Scenario: "gc-pause", Lock: "set-nx-px", Expected: unsafe, Outcome: verdict.Vacuous},
+		{Scenario: "baseline", Lock: "mutex", Expected: verdict.Expectation{Outcome: verdict.Safe}, Outcome: verdict.Safe, Matched: true, Late: starvedWhy},
 	}}
 	m.Count()
 	if m.Matched != 2 || m.Total != 4 || m.Starved != 1 || m.Late != 1 {

@@ -11,33 +11,35 @@ import (
 	"strings"
 	"time"
 
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 // Entry is one (scenario, lock) pair of a matrix run.
 type Entry struct {
-	Scenario     string               `json:"scenario"`
-	Lock         string               `json:"lock"`
-	Expected     scenario.Expectation `json:"expected"`
-	Outcome      string               `json:"outcome"`
-	Observations []string             `json:"observations"`
-	Matched      bool                 `json:"matched"`
+	Scenario     string              `json:"scenario"`
+	Lock         string              `json:"lock"`
+	Expected     verdict.Expectation `json:"expected"`
+	Outcome      verdict.Outcome     `json:"outcome"`
+	Observations []string            `json:"observations"`
+	Matched      bool                `json:"matched"`
 	// Dir is the run directory (empty when the run could not be made).
 	Dir string `json:"dir,omitempty"`
 	// Error says why the run could not be carried out.
 	Error string `json:"error,omitempty"`
 	// Starved says why the run's timing was not evidence (its Outcome is
-	// then scenario.Starved): the machine, not the lock, is what a reader
+	// then verdict.Starved): the machine, not the lock, is what a reader
 	// of the matrix must look at.
 	Starved string `json:"starved,omitempty"`
 	// Late says how late a fault-free run ran that kept its passing
-	// verdict (scenario.Result.Late), so a reader can count the verdicts
+	// verdict (engine.Result.Late), so a reader can count the verdicts
 	// judged on a late machine.
 	Late string `json:"late,omitempty"`
 }
 
 // EntryOf summarises a run; err is the error Run returned, if any.
-func EntryOf(scen, lock string, r *scenario.Result, err error) Entry {
+func EntryOf(scen, lock string, r *engine.Result, err error) Entry {
 	e := Entry{Scenario: scen, Lock: lock}
 	if s, lerr := scenario.Lookup(scen); lerr == nil {
 		e.Expected = s.Expect[lock]
@@ -51,7 +53,7 @@ func EntryOf(scen, lock string, r *scenario.Result, err error) Entry {
 	if err != nil {
 		e.Error, e.Matched = err.Error(), false
 		if e.Outcome == "" {
-			e.Outcome = "error"
+			e.Outcome = verdict.Errored
 		}
 	}
 	return e
@@ -85,7 +87,7 @@ func (m *Matrix) Count() {
 		if e.Matched {
 			m.Matched++
 		}
-		if e.Outcome == scenario.Starved {
+		if e.Outcome == verdict.Starved {
 			m.Starved++
 		}
 	}
@@ -216,7 +218,7 @@ func MatrixTable(w io.Writer, entries []Entry) {
 	for _, e := range entries {
 		mark := "ok"
 		switch {
-		case e.Outcome == scenario.Starved:
+		case e.Outcome == verdict.Starved:
 			// Not the lock's mismatch: the run was not judged.
 			mark = "STARVED"
 			if e.Starved != "" {
@@ -247,7 +249,7 @@ func MatrixMarkdown(w io.Writer, entries []Entry) {
 			case c.Outcome == "":
 				row = append(row, "")
 			case c.Matched:
-				row = append(row, c.Outcome)
+				row = append(row, string(c.Outcome))
 			default:
 				row = append(row, fmt.Sprintf("%s ✗ (expected %s)", c.Outcome, c.Expected))
 			}

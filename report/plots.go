@@ -15,6 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -447,26 +448,27 @@ func Clocks(ops []history.Op, faults []Fault) (Chart, bool, error) {
 	}
 	steps := map[string][]step{}
 	var names []string
+	// node says which names are nodes' clocks, which a reset puts back
+	// (clients' clocks it leaves alone).
+	node := map[string]bool{}
 	var end float64
 	for _, op := range ops {
 		end = float64(op.Time) / 1e9
 		if op.Process != history.NemesisProcess || op.Type != history.OK {
 			continue
 		}
-		switch op.F {
-		case "clock-bump", "clock-skew":
-			name := op.Value.Target
-			if op.F == "clock-skew" {
-				name = "client " + name
-			}
+		switch f := fault.Op(op.F); f {
+		case fault.ClockBump, fault.ClockSkew:
+			name := clockName(op)
 			if _, seen := steps[name]; !seen {
 				names = append(names, name)
 				steps[name] = []step{{0, 0}}
+				node[name] = f == fault.ClockBump
 			}
 			steps[name] = append(steps[name], step{float64(op.Time) / 1e9, float64(op.Value.Duration) / 1e9})
-		case "clock-reset":
+		case fault.ClockReset:
 			for _, n := range names {
-				if len(n) < 7 || n[:7] != "client " {
+				if node[n] {
 					steps[n] = append(steps[n], step{float64(op.Time) / 1e9, 0})
 				}
 			}
@@ -497,6 +499,24 @@ func Clocks(ops []history.Op, faults []Fault) (Chart, bool, error) {
 		p.Legend.Add(n, l)
 	}
 	return Chart{Name: "clocks", Title: p.Title.Text, Series: len(names), plot: p, height: 3.5 * vg.Inch}, true, nil
+}
+
+// clockName names the clock a clock op moved, for the legend: the node
+// ("n3"), or the client ("client c0"). An op recorded before sites is
+// named by its target, which for these ops is the node or the client.
+func clockName(op history.Op) string {
+	s := op.Site()
+	name := s.Node
+	if fault.Op(op.F) == fault.ClockSkew {
+		name = s.Peer
+	}
+	if op.Value == nil || op.Value.Site == nil {
+		name = target(op)
+	}
+	if fault.Op(op.F) == fault.ClockSkew {
+		return "client " + name
+	}
+	return name
 }
 
 var palette = []color.Color{

@@ -3,25 +3,23 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/anishathalye/porcupine"
 
 	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
-	"github.com/locktorture/locktorture/scenario"
 )
 
-// Write puts everything a person opens into the run directory:
-// results.json, timeline.html, the charts (PNG and SVG, with the harness's
-// lateness when it was measured) and index.html.
-func Write(r *scenario.Result) error {
-	if err := WriteResults(r); err != nil {
+// Write saves the run's results.json (Result.Save) and puts beside it
+// everything a person opens: timeline.html, the charts (PNG and SVG, with
+// the harness's lateness when it was measured) and index.html.
+func Write(r *engine.Result) error {
+	if err := r.Save(); err != nil {
 		return err
 	}
 	if err := Timeline(r, filepath.Join(r.Dir, "timeline.html")); err != nil {
@@ -53,24 +51,10 @@ func Write(r *scenario.Result) error {
 	return history.Compress(filepath.Join(r.Dir, "history.jsonl"))
 }
 
-// WriteResults writes results.json alone: for a run that was interrupted,
-// whose history is kept as it was recorded and never judged, it is what
-// puts the run in results/index.html.
-func WriteResults(r *scenario.Result) error {
-	b, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(r.Dir, "results.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	return nil
-}
-
 // Vector says whether a run's charts are also written as SVG: when it did
 // not match its expectation, the run a person zooms in. A matrix of stories
 // that came out as expected keeps PNGs only.
-func Vector(r *scenario.Result) bool { return !r.Matched }
+func Vector(r *engine.Result) bool { return !r.Matched }
 
 // timelineOps bounds how many lock ops a key's timeline shows: a window
 // that a browser opens at once, however long the run.
@@ -82,7 +66,7 @@ const timelineOps = 200
 // pause that caused it. The window is drawn around what a person opens the
 // timeline for: the first anomaly (the illegal stretch, if the lock ops
 // were not linearizable), else the first fault, else the start.
-func Timeline(r *scenario.Result, path string) error {
+func Timeline(r *engine.Result, path string) error {
 	w := checker.Linearizable{Semantics: r.Semantics}.Timeline(r.Ops, focus(r), timelineOps)
 	w.Info.AddAnnotations(annotations(r, w.From, w.To))
 	if err := porcupine.VisualizePath(w.Model, w.Info, path); err != nil {
@@ -92,7 +76,7 @@ func Timeline(r *scenario.Result, path string) error {
 }
 
 // focus is the harness time the timeline is drawn around.
-func focus(r *scenario.Result) int64 {
+func focus(r *engine.Result) int64 {
 	at := int64(-1)
 	for _, v := range r.Verdicts {
 		for _, a := range v.Anomalies {
@@ -117,7 +101,7 @@ func focus(r *scenario.Result) int64 {
 
 // annotations are the nemesis actions, store ops and anomalies that touch
 // [from, to].
-func annotations(r *scenario.Result, from, to int64) []porcupine.Annotation {
+func annotations(r *engine.Result, from, to int64) []porcupine.Annotation {
 	var out []porcupine.Annotation
 	in := func(start, end int64) bool { return end >= from && start <= to }
 	var pauseStart *history.Op
@@ -153,7 +137,7 @@ func annotations(r *scenario.Result, from, to int64) []porcupine.Annotation {
 			if a.Start == 0 && a.End == 0 || !in(a.Start, a.End) {
 				continue
 			}
-			out = append(out, porcupine.Annotation{Tag: "anomaly: " + v.Checker, Start: a.Start, End: a.End,
+			out = append(out, porcupine.Annotation{Tag: "anomaly: " + string(v.Checker), Start: a.Start, End: a.End,
 				Description: a.Kind, Details: a.Text, BackgroundColor: "#f4a3a3"})
 		}
 	}
@@ -199,7 +183,7 @@ func storeColor(t history.Type) string {
 // Summary prints a few lines a person reads first: the verdict against the
 // expectation, each checker's answer with its first anomalies, how late the
 // harness ran, and where the files are.
-func Summary(w io.Writer, r *scenario.Result) {
+func Summary(w io.Writer, r *engine.Result) {
 	mark := "MATCHED"
 	if !r.Matched {
 		mark = "DID NOT MATCH"
@@ -236,8 +220,8 @@ func Summary(w io.Writer, r *scenario.Result) {
 		}
 		fmt.Fprintln(w)
 	}
-	if v, ok := r.Verdict("resource"); ok {
-		fmt.Fprintf(w, "  store: %v writes accepted, %v stale writes rejected\n", v.Details["writes_accepted"], v.Details["stale_writes_rejected"])
+	if v, ok := r.Verdict(checker.ResourceName); ok {
+		fmt.Fprintf(w, "  store: %d writes accepted, %d stale writes rejected\n", v.Details.WritesAccepted, v.Details.StaleWritesRejected)
 	}
 	fmt.Fprintf(w, "  lateness: %s\n", latenessLine(r))
 	if !r.Matched {

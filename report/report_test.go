@@ -12,14 +12,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/report"
-	"github.com/locktorture/locktorture/scenario"
 )
 
-func runAndWrite(t *testing.T, out, scen, lock string, limit time.Duration) *scenario.Result {
+func runAndWrite(t *testing.T, out, scen, lock string, limit time.Duration) *engine.Result {
 	t.Helper()
-	res, err := scenario.RunUnstarved(context.Background(), scenario.Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: out}, t.Logf)
+	res, err := engine.RunUnstarved(context.Background(), engine.Options{Scenario: scen, Lock: lock, TimeLimit: limit, Out: out}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,16 +188,17 @@ func TestClockChartOfARealRun(t *testing.T) {
 }
 
 func TestFaultsPairStartsWithEnds(t *testing.T) {
-	v := func(target string, d time.Duration) *history.Value {
-		return &history.Value{Target: target, Duration: int64(d)}
+	v := func(target string, d time.Duration, s history.Site) *history.Value {
+		return &history.Value{Target: target, Duration: int64(d), Site: &s}
 	}
+	atWrite := history.Site{Client: history.IDOf(0), Process: history.IDOf(2), Point: "before-write"}
 	ops := []history.Op{
-		{Process: -1, Type: history.OK, F: "partition-start", Value: v("c0↛n1", 0), Time: 10},
-		{Process: -1, Type: history.OK, F: "pause", Value: v("process 2 at before-write", time.Second), Time: 20},
-		{Process: -1, Type: history.OK, F: "clock-bump", Value: v("n3", time.Minute), Time: 25},
-		{Process: -1, Type: history.OK, F: "resume", Value: v("process 2 at before-write", 0), Time: 30},
-		{Process: -1, Type: history.OK, F: "partition-end", Value: v("all links", 0), Time: 40},
-		{Process: -1, Type: history.OK, F: "crash", Value: v("process 4 at after-setnx", 0), Time: 45},
+		{Process: -1, Type: history.OK, F: "partition-start", Value: v("c0↛n1", 0, history.Site{Cut: map[string][]string{"c0": {"n1"}}}), Time: 10},
+		{Process: -1, Type: history.OK, F: "pause", Value: v("process 2 at before-write", time.Second, atWrite), Time: 20},
+		{Process: -1, Type: history.OK, F: "clock-bump", Value: v("n3", time.Minute, history.Site{Node: "n3"}), Time: 25},
+		{Process: -1, Type: history.OK, F: "resume", Value: v("process 2 at before-write", 0, atWrite), Time: 30},
+		{Process: -1, Type: history.OK, F: "partition-end", Value: v("all links", 0, history.Site{All: true}), Time: 40},
+		{Process: -1, Type: history.OK, F: "crash", Value: v("process 4 at after-setnx", 0, history.Site{Process: history.IDOf(4), Point: "after-setnx"}), Time: 45},
 		{Process: 0, Type: history.OK, F: "read", Time: 50},
 	}
 	fs := report.Faults(ops)
@@ -212,5 +213,92 @@ func TestFaultsPairStartsWithEnds(t *testing.T) {
 	}
 	if d := report.During(fs, 22, 24); len(d) != 2 {
 		t.Errorf("at 22–24 the partition and the pause were on, got %v", d)
+	}
+}
+
+// Faults on several places at once end at their own place: each node's
+// restart ends its own kill, a resume its own pause or stall, a delay is
+// removed from its own link whichever direction it slowed; a heal ends
+// every cut and every delay, a clock reset every node's offset and no
+// client's.
+func TestFaultsPairByPlace(t *testing.T) {
+	at := int64(0)
+	nem := func(f string, target string, d time.Duration, s history.Site) history.Op {
+		at += 10
+		return history.Op{Process: -1, Type: history.OK, F: f, Value: &history.Value{Target: target, Duration: int64(d), Site: &s}, Time: at}
+	}
+	n2, n3 := history.Site{Node: "n2"}, history.Site{Node: "n3"}
+	p1 := history.Site{Client: history.IDOf(1), Process: history.IDOf(1), Point: "before-write"}
+	p2 := history.Site{Client: history.IDOf(2), Process: history.IDOf(2), Point: "before-write"}
+	ops := []history.Op{
+		nem("kill", "n2", 0, n2),                   // 10
+		nem("power-loss", "n3", 0, n3),             // 20
+		nem("restart", "n3", 0, n3),                // 30
+		nem("pause", "process 1", time.Second, p1), // 40
+		nem("stall", "process 2", time.Second, p2), // 50
+		nem("resume", "process 2", 0, p2),          // 60
+		nem("latency-start", "c0→store upstream", time.Second, history.Site{Peer: "c0", Node: "store", Direction: "upstream"}), // 70
+		nem("latency-start", "c1→store", time.Second, history.Site{Peer: "c1", Node: "store"}),                                 // 80
+		nem("latency-end", "c0→store", 0, history.Site{Peer: "c0", Node: "store"}),                                             // 90
+		nem("clock-bump", "n2", time.Second, n2),                                                                               // 100
+		nem("clock-skew", "c0", time.Second, history.Site{Peer: "c0"}),                                                         // 110
+		nem("clock-bump", "n3", time.Second, n3),                                                                               // 120
+		nem("clock-bump", "n3", 0, n3),                                                                                         // 130: back to true time
+		nem("clock-reset", "all nodes", 0, history.Site{All: true}),                                                            // 140
+		nem("partition-end", "all links", 0, history.Site{All: true}),                                                          // 150
+		nem("starved", "the pause of process 3 …", 0, history.Site{Process: history.IDOf(3)}),                                  // 160
+		nem("restart", "n2", 0, n2),                                                                                            // 170
+		nem("resume", "process 1", 0, p1),                                                                                      // 180
+		{Process: 0, Type: history.OK, F: "read", Time: 200},
+	}
+	got := map[string][2]int64{}
+	for _, f := range report.Faults(ops) {
+		got[f.Text()] = [2]int64{f.Start, f.End}
+	}
+	want := map[string][2]int64{
+		"kill n2": {10, 170}, "power-loss n3": {20, 30},
+		"pause process 1": {40, 180}, "stall process 2": {50, 60},
+		"latency c0→store upstream": {70, 90}, "latency c1→store": {80, 150},
+		"clock n2 +1.000s": {100, 140}, "client clock c0 +1.000s": {110, 200}, "clock n3 +1.000s": {120, 130},
+	}
+	if len(got) != len(want) {
+		t.Errorf("faults %v, want %v", got, want)
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Errorf("%s lasted %v, want %v", k, got[k], w)
+		}
+	}
+}
+
+// A history recorded before sites still pairs each end with the fault of
+// its op that is on, and names the clocks it moved by their targets.
+func TestFaultsOfAHistoryWithoutSites(t *testing.T) {
+	v := func(target string, d time.Duration) *history.Value {
+		return &history.Value{Target: target, Duration: int64(d)}
+	}
+	ops := []history.Op{
+		{Process: -1, Type: history.OK, F: "partition-start", Value: v("c0↛n1", 0), Time: 10},
+		{Process: -1, Type: history.OK, F: "pause", Value: v("process 2 at before-write", time.Second), Time: 20},
+		{Process: -1, Type: history.OK, F: "clock-bump", Value: v("n3", time.Minute), Time: 25},
+		{Process: -1, Type: history.OK, F: "resume", Value: v("process 2 at before-write", 0), Time: 30},
+		{Process: -1, Type: history.OK, F: "partition-end", Value: v("all links", 0), Time: 40},
+		{Process: -1, Type: history.OK, F: "crash", Value: v("process 4 at after-setnx", 0), Time: 45},
+		{Process: -1, Type: history.OK, F: "clock-reset", Value: v("all nodes", 0), Time: 48},
+		{Process: 0, Type: history.OK, F: "read", Time: 50},
+	}
+	want := map[string][2]int64{"partition": {10, 40}, "pause": {20, 30}, "clock": {25, 48}, "crash": {45, 45}}
+	fs := report.Faults(ops)
+	if len(fs) != len(want) {
+		t.Fatalf("faults %+v", fs)
+	}
+	for _, f := range fs {
+		if w := want[f.Kind]; w != [2]int64{f.Start, f.End} {
+			t.Errorf("%s from %d to %d, want %v", f.Kind, f.Start, f.End, w)
+		}
+	}
+	c, ok, err := report.Clocks(ops, fs)
+	if err != nil || !ok || c.Series != 1 {
+		t.Fatalf("clock chart of a history without sites: %+v, %v, %v", c, ok, err)
 	}
 }

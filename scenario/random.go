@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"strings"
 
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
 )
 
-func init() {
+func randomStory(add func(Scenario)) {
 	add(Scenario{
 		Name: "random",
 		Story: "Exploration: a seeded random schedule of the faults the topology allows (partitions, node pauses, kills, " +
@@ -24,7 +23,7 @@ func init() {
 		// DEL after a GET, a renewal) then lands on someone's lock instead
 		// of on a free key.
 		HoldTTLs: 0.1,
-		Expect: expect(locks.Names(), Expectation{Outcome: PromiseKept,
+		Expect: expect(locks.Names(), verdict.Expectation{Outcome: verdict.PromiseKept,
 			Why: "exploration, judged against the lock's own fault model: a broken promise under faults it claims to survive is a finding (the seed replays it); under others it is expected"}),
 		Schedule: randomSchedule,
 	})
@@ -86,7 +85,7 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 	// release, each a fault of its own; a crash may also stand before a
 	// command, which then never leaves. They catch whichever client gets
 	// there first: one client named in advance can lose every race for the
-	// lock while the trap is armed (a loaded machine did so), and a trap
+	// lock while the trap is armed, and a trap
 	// that never springs is a fault drawn and not done.
 	boundary := func(in string, reply bool) *nemesis.Command {
 		return &nemesis.Command{In: in, Nth: 1 + pick.IntN(2), Reply: reply}
@@ -138,72 +137,4 @@ func randomSchedule(e *Env) (nemesis.Schedule, error) {
 		return nil
 	}
 	return nemesis.Random(faults, nemesis.RandomOptions{Seed: uint64(e.Seed), Duration: e.TimeLimit, Interval: e.TTLs(2), Heal: heal})
-}
-
-// PromiseKept is what random exploration expects of every lock: its promise
-// kept under the faults it claims to survive (locks.Info.Claims).
-const PromiseKept = "promise-kept"
-
-// faultKinds names the kinds of fault the nemesis carried out in ops, in
-// the lock fault-model's words.
-func faultKinds(ops []history.Op) []locks.Fault {
-	kinds := map[string]locks.Fault{
-		"partition-start": locks.Partition, "latency-start": locks.Latency, "node-pause": locks.NodePause,
-		"kill": locks.NodeCrash, "power-loss": locks.NodeCrash, "clock-bump": locks.NodeClock,
-		"clock-strobe-start": locks.NodeClock, history.Pause: locks.ClientPause, "stall": locks.ClientPause,
-		"crash": locks.ClientCrash, "clock-skew": locks.ClientClock, "promote": locks.Failover,
-	}
-	seen := map[locks.Fault]bool{}
-	for _, op := range ops {
-		if k, ok := kinds[op.F]; ok && op.Process == history.NemesisProcess && op.Type == history.OK {
-			seen[k] = true
-		}
-	}
-	var out []locks.Fault
-	for _, f := range locks.Faults {
-		if seen[f] {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// judgeClaims holds a random run to the lock's fault model: its promise
-// (the validity deadline, or for a lock that gives none, that no two
-// clients hold it at once) broken under claimed faults alone is a finding;
-// broken when an unclaimed fault was drawn, it is explained. Anomalies
-// with the promise kept (a client that outlived its lease, K1) are what
-// the promise never covered, and said so.
-func (r *Result) judgeClaims(info locks.Info) {
-	promise := "promise-broken"
-	if v, ok := r.Verdict("promise"); ok && v.Details["promises"] == 0 {
-		promise = "double-holder"
-	}
-	var drawn, unclaimed []string
-	for _, f := range faultKinds(r.Ops) {
-		drawn = append(drawn, string(f))
-		if !slices.Contains(info.Claims, f) {
-			unclaimed = append(unclaimed, string(f))
-		}
-	}
-	r.Matched = r.Outcome != Undecided && r.Outcome != Vacuous && r.Outcome != Starved
-	switch {
-	case !r.Matched || r.Outcome == Safe:
-	case !slices.Contains(r.Observations, promise):
-		r.Explained = fmt.Sprintf("%s with its promise kept under %s: clients outlived their leases, which no promise covers",
-			r.Outcome, orNone(drawn))
-	case len(unclaimed) == 0:
-		r.Matched = false
-		r.Finding = fmt.Sprintf("%s: %s broke its promise under %s, faults it claims to survive (its claims: %s)",
-			promise, info.Name, orNone(drawn), info.ClaimList())
-	default:
-		r.Explained = fmt.Sprintf("%s, explained by %s, which %s makes no claim about", promise, strings.Join(unclaimed, ", "), info.Name)
-	}
-}
-
-func orNone(s []string) string {
-	if len(s) == 0 {
-		return "no fault"
-	}
-	return strings.Join(s, ", ")
 }

@@ -3,8 +3,10 @@ package scenario
 import (
 	"context"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
 
@@ -13,17 +15,17 @@ import (
 // else's lock (S3, and a pause inside a release), watchdogs (S4) and queue
 // order (S5). Every fault here stands on the clients' connections or in the
 // workload, never in the lock's code.
-func init() {
+func clientStories(add func(Scenario)) {
 	add(Scenario{
 		Name:          "setnx-crash",
 		Story:         "S1: a client dies right after its SETNX took the key, before it can send EXPIRE (or, for one-command locks, inside its critical section).",
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 8,
 		Expect: expect(
-			"setnx-expire", Expectation{Outcome: Deadlock, Why: "the key was never given a TTL: nobody can ever take the lock again"},
-			all([]string{"set-nx-px", "getset", "reentrant", "fair", "redislock-refresh"}, libraryLeases), Expectation{Outcome: Safe,
+			"setnx-expire", verdict.Expectation{Outcome: verdict.Deadlock, Why: "the key was never given a TTL: nobody can ever take the lock again"},
+			all([]string{"set-nx-px", "getset", "reentrant", "fair", "redislock-refresh"}, libraryLeases), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the dead client's lease runs out (TTL, timestamp, or a watchdog that died with it) and the others carry on"},
 		),
-		Requires: []Evidence{{F: "crash"}},
+		Requires: []fault.Evidence{{Op: fault.Crash}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			// The reply that says the key was taken arrives, and the client
 			// dies before it sees it: whatever the lock meant to send next
@@ -46,11 +48,11 @@ func init() {
 		// interleave.
 		HoldTTLs: 0.1,
 		Expect: expect(
-			"getset", Expectation{Outcome: Unsafe, Why: "expiry is judged by each client's clock: a fast clock steals a live lock"},
-			[]string{"set-nx-px", "redlock", "fair", "mutex"}, Expectation{Outcome: Safe,
+			"getset", verdict.Expectation{Outcome: verdict.Unsafe, Why: "expiry is judged by each client's clock: a fast clock steals a live lock"},
+			[]string{"set-nx-px", "redlock", "fair", "mutex"}, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "expiry is Redis's (set-nx-px), a constant skew does not change elapsed time (RedLock), the client clock only orders the waiter queue (fair), or no clock is read at all (mutex)"},
 		),
-		Requires: []Evidence{{F: "clock-skew"}},
+		Requires: []fault.Evidence{{Op: fault.ClockSkew}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			// Two TTLs of traffic first: five clients' first RedLock round
 			// can split the votes and end empty-handed after a whole wait,
@@ -68,12 +70,12 @@ func init() {
 			"with a plain DEL, client 2's lock — and client 3 takes it while client 2 still works.",
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 6,
 		Expect: expect(
-			ownerBlind, Expectation{Outcome: Unsafe, Show: []string{"foreign-release"},
+			ownerBlind, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"foreign-release"},
 				Why: "an owner-blind DEL deletes whoever holds the lock now"},
-			all([]string{"set-nx-px", "getset"}, libraryLeases), Expectation{Outcome: Unsafe, Hide: []string{"foreign-release"},
+			all([]string{"set-nx-px", "getset"}, libraryLeases), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"foreign-release"},
 				Why: "K1 still happens, but the woken client's release is refused (compare-and-delete, or its own timestamp has expired)"},
 		),
-		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "stall", Target: workloads.BeforeRelease}},
+		Requires: []fault.Evidence{{Op: fault.Pause, Point: workloads.BeforeWrite}, {Op: fault.Stall, Point: workloads.BeforeRelease}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5),
 				// When the sleeper wakes, hold it back from its release a
@@ -94,10 +96,10 @@ func init() {
 			"(GET, compare, DEL) deletes the successor's lock, and a third client gets in while the successor works.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Expect: expect(
-			all(ownerChecked, ownerBlind, watchdogLocks, []string{"set-nx-px-fenced"}), Expectation{Outcome: Safe,
+			all(ownerChecked, ownerBlind, watchdogLocks, []string{"set-nx-px-fenced"}), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the release is one atomic command (or a script that checks the owner): once its first reply is back there is nothing left to go wrong"},
 		),
-		Requires: []Evidence{{F: "pause", Target: "in release"}, {F: "stall", Target: workloads.BeforeWrite}},
+		Requires: []fault.Evidence{{Op: fault.Pause, In: history.Release}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			first := &nemesis.Command{In: history.Release, Nth: 1, Reply: true}
 			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: first, Client: nemesis.AnyClient, Pause: e.TTLs(1.5),
@@ -118,10 +120,10 @@ func init() {
 			"is cut off from the lock nodes while it works, so its renewals fail, and it keeps working.",
 		TimeLimitTTLs: 11, MinTimeLimitTTLs: 9,
 		Expect: expect(
-			all(watchdogLocks, []string{"set-nx-px"}), Expectation{Outcome: Unsafe,
+			all(watchdogLocks, []string{"set-nx-px"}), verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "a watchdog renews only while its process runs and reaches Redis: a lapsed holder that keeps working is a double holder"},
 		),
-		Requires: []Evidence{{F: "pause", Target: workloads.BeforeWrite}, {F: "partition-start"}, {F: "partition-end"}},
+		Requires: []fault.Evidence{{Op: fault.Pause, Point: workloads.BeforeWrite}, {Op: fault.PartitionStart}, {Op: fault.PartitionEnd}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
 				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5)}),
@@ -139,11 +141,11 @@ func init() {
 		Alone:         "the watchdog must renew every TTL/3 on time; a starved core lets a live holder's lease lapse",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Expect: expect(
-			watchdogLocks, Expectation{Outcome: Safe, Why: "the watchdog renews the lease while the holder works: what it is for"},
-			all([]string{"set-nx-px"}, libraryLeases), Expectation{Outcome: Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},
-			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex has no lease, so slow work only makes the others wait"},
+			watchdogLocks, verdict.Expectation{Outcome: verdict.Safe, Why: "the watchdog renews the lease while the holder works: what it is for"},
+			all([]string{"set-nx-px"}, libraryLeases), verdict.Expectation{Outcome: verdict.Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex has no lease, so slow work only makes the others wait"},
 		),
-		Requires: []Evidence{{F: "stall", Target: workloads.BeforeWrite}},
+		Requires: []fault.Evidence{{Op: fault.Stall, Point: workloads.BeforeWrite}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5), Stall: true})}, nil
 		},
@@ -164,8 +166,8 @@ func init() {
 		// this story is about order, dead-waiter about the timeout.
 		WaiterTimeoutTTLs: 40,
 		Expect: expect(
-			"fair", Expectation{Outcome: Safe, Why: "Redisson's FairLock queue grants in arrival order"},
-			[]string{"reentrant", "set-nx-px"}, Expectation{Outcome: Unfair, Show: []string{"overtaken"},
+			"fair", verdict.Expectation{Outcome: verdict.Safe, Why: "Redisson's FairLock queue grants in arrival order"},
+			[]string{"reentrant", "set-nx-px"}, verdict.Expectation{Outcome: verdict.Unfair, Show: []string{"overtaken"},
 				Why: "whoever retries (or wakes) first wins: arrival order means nothing"},
 		),
 		Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil },
@@ -178,10 +180,10 @@ func init() {
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 7,
 		HoldTTLs: 0.1,
 		Expect: expect(
-			"fair", Expectation{Outcome: Safe, Why: "Redisson's FairLock drops a waiter silent past its timeout, so the queue moves again"},
-			[]string{"reentrant", "set-nx-px"}, Expectation{Outcome: Safe, Why: "nothing queues: a dead waiter holds nothing up"},
+			"fair", verdict.Expectation{Outcome: verdict.Safe, Why: "Redisson's FairLock drops a waiter silent past its timeout, so the queue moves again"},
+			[]string{"reentrant", "set-nx-px"}, verdict.Expectation{Outcome: verdict.Safe, Why: "nothing queues: a dead waiter holds nothing up"},
 		),
-		Requires: []Evidence{{F: "crash", Target: "waiting in acquire"}},
+		Requires: []fault.Evidence{{Op: fault.Crash, In: history.Acquire, Waiting: true}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{e.Gate.CrashWaiter(e.TTLs(3), e.TTLs(0.1))}, nil
 		},

@@ -4,13 +4,15 @@ import (
 	"context"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
 
 // Replication: a lock written to a master that dies before it replicates
 // (F1).
-func init() {
+func failoverStories(add func(Scenario)) {
 	add(Scenario{
 		Name: "failover",
 		Story: "F1: replication to the replica is cut; a client locks on the master; while it works in its critical section " +
@@ -20,15 +22,15 @@ func init() {
 		Expect: expect(
 			// redis-py runs only as worker processes, which cannot follow a
 			// failover yet (Resolve refuses the pair).
-			[]string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}, Expectation{Outcome: Unsafe, Show: []string{"promise-broken"},
+			[]string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 				Why: "asynchronous replication loses the lock with the master: a second client gets it while the first is within its validity"},
-			[]string{"reentrant", "fair", "redislock-refresh"}, Expectation{Outcome: Unsafe,
+			[]string{"reentrant", "fair", "redislock-refresh"}, verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "the lock hash dies with the master; the promoted replica never had it"},
-			"set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected},
+			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
 				Why: "the fencing counter is lost with the master too: the new master's tokens start again below the old ones, so the store rejects every new holder's write, and only the store's own check keeps it safe"},
-			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
 		),
-		Requires: []Evidence{{F: "kill"}, {F: "promote"}, {F: "partition-start"}},
+		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			repl := cluster.ReplicationPeer(e.Replica)
 			return nemesis.Schedule{

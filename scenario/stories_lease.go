@@ -3,22 +3,24 @@ package scenario
 import (
 	"context"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
 
 // The baseline and Kleppmann's stories about leases: a holder that outlives
 // its lease (K1), a write that does (K2), and the fencing that survives both
 // (K3).
-func init() {
+func leaseStories(add func(Scenario)) {
 	add(Scenario{
 		Name:          "baseline",
 		Story:         "No faults. Every lock must keep mutual exclusion and make progress; a checker that flags this run is broken.",
 		TimeLimitTTLs: 4, MinTimeLimitTTLs: 1, // no story to play out
 		// Every lock, the broken ones too: each breaks only under its fault.
-		Expect: expect(locks.Names(), Expectation{Outcome: Safe, Why: "no fault, no violation: a positive here is a harness bug"},
-			"none", Expectation{Outcome: Unsafe, Show: []string{"double-holder"},
+		Expect: expect(locks.Names(), verdict.Expectation{Outcome: verdict.Safe, Why: "no fault, no violation: a positive here is a harness bug"},
+			"none", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"double-holder"},
 				Why: "the control that locks nothing: if the checkers do not see two holders here, they see nothing"}),
 		Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil },
 	})
@@ -29,15 +31,15 @@ func init() {
 		// pause would.
 		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5)})}, nil
 	}
-	pausedHolderRequires := []Evidence{{F: "pause", Target: workloads.BeforeWrite}}
+	pausedHolderRequires := []fault.Evidence{{Op: fault.Pause, Point: workloads.BeforeWrite}}
 	k1 := expect(
-		all(ownerChecked, watchdogLocks), Expectation{Outcome: Unsafe, Hide: []string{"promise-broken"},
+		all(ownerChecked, watchdogLocks), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
 			Why: "no lease stops a paused holder: its lease lapses, a successor writes, the holder wakes and writes too (Kleppmann); the lock kept its own promise, the client did not"},
-		ownerBlind, Expectation{Outcome: Unsafe,
+		ownerBlind, verdict.Expectation{Outcome: verdict.Unsafe,
 			Why: "as for every lease (Kleppmann); and when the woken holder's plain DEL lands while someone holds the lock, it deletes that lock and the lock breaks its own promise too (S3): timing decides, so that is neither required nor forbidden here"},
-		"set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected}, Hide: []string{"promise-broken"},
+		"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected}, Hide: []string{"promise-broken"},
 			Why: "the lease is outlived just the same, but the store rejects the woken holder's stale token (Kleppmann's fencing)"},
-		"mutex", Expectation{Outcome: Safe,
+		"mutex", verdict.Expectation{Outcome: verdict.Safe,
 			Why: "the control: a mutex between goroutines has no lease to lapse, so a paused holder keeps it and the others wait"},
 	)
 	add(Scenario{
@@ -56,17 +58,17 @@ func init() {
 			"so its write lands after its lease expired and a successor wrote.",
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
 		Expect: expect(
-			ownerChecked, Expectation{Outcome: Unsafe, Hide: []string{"promise-broken"},
+			ownerChecked, verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
 				Why: "the write outlives the lease in the network, where no client-side check can see it (Kleppmann)"},
-			ownerBlind, Expectation{Outcome: Unsafe,
+			ownerBlind, verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "the write outlives the lease (Kleppmann); the late client's plain DEL may also delete a successor's lock, breaking the lock's own promise (S3), as timing decides"},
-			"set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected},
+			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
 				Why: "the late write carries a stale token and the store rejects it"},
-			watchdogLocks, Expectation{Outcome: Safe,
+			watchdogLocks, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the holder's process is alive and reaches Redis, so its watchdog keeps renewing while the write is delayed: nobody else gets the lock (only a pause of the whole process, K1, defeats it)"},
-			"mutex", Expectation{Outcome: Safe, Why: "the control: a mutex has no lease, so a slow write only makes the others wait"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex has no lease, so a slow write only makes the others wait"},
 		),
-		Requires: []Evidence{{F: "latency-start", Target: "store"}, {F: "latency-end", Target: "store"}},
+		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
 		// The delay begins after 2 TTLs, not 1: five clients' first RedLock
 		// round can split the votes and fail only after a whole wait, and
 		// under load no attempt had completed before a 1-TTL delay. It ends
@@ -88,7 +90,7 @@ func init() {
 		Name:          "fencing",
 		Story:         "K3 (Kleppmann 2016): K1 with a store that rejects tokens not greater than the last it accepted.",
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
-		Expect: expect("set-nx-px-fenced", Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected}, Hide: []string{"stale-write"},
+		Expect: expect("set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected}, Hide: []string{"stale-write"},
 			Why: "two clients believe they hold the lock, but tokens strictly increase and the store keeps itself consistent"}),
 		Requires: pausedHolderRequires,
 		Schedule: pausedHolder,

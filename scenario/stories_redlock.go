@@ -5,8 +5,10 @@ import (
 	"fmt"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
 
@@ -25,8 +27,8 @@ func redlockSplit(e *Env) nemesis.Grudge {
 
 // The arguments about RedLock: Kleppmann's clock jump (K4) and crash-restart
 // (K5) with antirez's two mitigations, and antirez's late replies (K6).
-func init() {
-	brokenPromise := Expectation{Outcome: Unsafe, Show: []string{"promise-broken"},
+func redlockStories(add func(Scenario)) {
+	brokenPromise := verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 		Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
 	add(Scenario{
 		Name:  "redlock-clock-jump",
@@ -36,7 +38,7 @@ func init() {
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Clock: true},
 		Expect:   expect(redlockLocks, brokenPromise),
-		Requires: []Evidence{{F: "clock-bump", Target: "n3"}, {F: "partition-start"}},
+		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n3"}, {Op: fault.PartitionStart}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
 				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
@@ -69,7 +71,7 @@ func init() {
 			}, nil
 		}
 	}
-	crashRestartRequires := []Evidence{{F: "kill", Target: "n3"}, {F: "restart", Target: "n3"}, {F: "partition-start"}}
+	crashRestartRequires := []fault.Evidence{{Op: fault.Kill, Node: "n3"}, {Op: fault.Restart, Node: "n3"}, {Op: fault.PartitionStart}}
 	add(Scenario{
 		Name:  "redlock-crash-restart",
 		Nodes: redlockNodes,
@@ -86,7 +88,7 @@ func init() {
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but C restarts only after 2 TTLs, when every lease it held has expired.",
 		ExactClients:  2,
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 4,
-		Expect: expect(redlockLocks, Expectation{Outcome: Safe,
+		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "a node that stays down longer than the TTL cannot grant a key some client still holds (antirez's delayed restart)"}),
 		Requires: crashRestartRequires,
 		Schedule: crashRestart(2),
@@ -98,7 +100,7 @@ func init() {
 		ExactClients:  2,
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Persistence: cluster.AOFAlways},
-		Expect: expect(redlockLocks, Expectation{Outcome: Safe,
+		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "with fsync always the restarted node still holds the key (antirez's mitigation)"}),
 		Requires: crashRestartRequires,
 		Schedule: crashRestart(0),
@@ -111,10 +113,10 @@ func init() {
 			"its keys expire, client 2 locks every node and works; client 1 reads its OKs while client 2 still holds the lock.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Expect: expect(
-			[]string{"redlock", "redsync-redlock"}, Expectation{Outcome: Safe, Why: "the elapsed-time check after acquisition sees the TTL has passed and gives the lock up (antirez)"},
-			"redlock-novalidity", Expectation{Outcome: Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"},
+			[]string{"redlock", "redsync-redlock"}, verdict.Expectation{Outcome: verdict.Safe, Why: "the elapsed-time check after acquisition sees the TTL has passed and gives the lock up (antirez)"},
+			"redlock-novalidity", verdict.Expectation{Outcome: verdict.Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"},
 		),
-		Requires: []Evidence{{F: "pause", Target: "reply of"}, {F: "stall", Target: workloads.BeforeWrite}},
+		Requires: []fault.Evidence{{Op: fault.Pause, Reply: true}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			// The trap stands on the client's connections, not in the lock:
 			// when the last of the OKs from every node arrives, the whole

@@ -133,6 +133,7 @@ func (s *server) hello(h *Hello, lookup func(string) (locks.Info, error)) error 
 		c.AddHook(reporter{s})
 		cfg.Clients = append(cfg.Clients, c)
 	}
+	cfg.Addrs = h.Nodes
 	s.store = workloads.NewStore(cluster.NewClient(h.Store, cluster.ClientOptions{Timeout: time.Duration(h.StoreTimeoutNS)}))
 	s.lock, err = locks.Build(info, cfg)
 	return err

@@ -81,29 +81,32 @@ type Options struct {
 	Hold time.Duration
 	// Gate may pause or crash a client (nil: never).
 	Gate Gate
-	// Ready, if set, is called once every client's first process is open
-	// and before any client starts: the time limit and the nemesis start
-	// from there, so a slow start (a worker process per client) takes
-	// nothing from the story's time.
-	Ready func()
 }
 
-// Register runs the increment workload: each client loops acquire → read
-// register → pause point → write register+1 (fenced when the lease has a
-// token) → release, until stop ends; abort ends everything at once. A
-// process whose op had an unknown outcome is retired and the client goes on
-// under a new process id, as in Jepsen. After the clients stop, a fresh
-// process reads the register for the final count.
-func Register(stop, abort context.Context, rec *history.Recorder, o Options) error {
-	ws := make([]*worker, len(o.Clients))
+// Clients are the register workload's clients, each with its first
+// process open and none started: Open makes them, Run runs them. The two
+// are apart so the caller starts what times the story (the time limit, the
+// nemesis) between them, once every client is up: a slow start (a worker
+// process per client) then takes nothing from the story's time.
+type Clients struct {
+	rec *history.Recorder
+	o   Options
+	ws  []*worker
+}
+
+// Open opens every client's first process, all at once. On an error every
+// process that did open is closed again.
+func Open(rec *history.Recorder, o Options) (*Clients, error) {
+	c := &Clients{rec: rec, o: o}
+	c.ws = make([]*worker, len(o.Clients))
 	var opened sync.WaitGroup
 	openErrs := make(chan error, len(o.Clients))
-	for i, c := range o.Clients {
-		ws[i] = &worker{rec: rec, o: &o, c: c, client: i, process: i}
+	for i, cl := range o.Clients {
+		c.ws[i] = &worker{rec: rec, o: &c.o, c: cl, client: i, process: i}
 		opened.Add(1)
 		go func() {
 			defer opened.Done()
-			if err := ws[i].open(); err != nil {
+			if err := c.ws[i].open(); err != nil {
 				openErrs <- err
 			}
 		}()
@@ -111,19 +114,28 @@ func Register(stop, abort context.Context, rec *history.Recorder, o Options) err
 	opened.Wait()
 	close(openErrs)
 	if err := <-openErrs; err != nil {
-		for _, w := range ws {
+		for _, w := range c.ws {
 			if w.p.Close != nil {
 				w.p.Close()
 			}
 		}
-		return err
+		return nil, err
 	}
-	if o.Ready != nil {
-		o.Ready()
-	}
+	return c, nil
+}
+
+// Run runs the increment workload: each client loops acquire → read
+// register → pause point → write register+1 (fenced when the lease has a
+// token) → release, until stop ends; abort ends everything at once. A
+// process whose op had an unknown outcome is retired and the client goes on
+// under a new process id, as in Jepsen. After the clients stop, a fresh
+// process reads the register for the final count. Every process is closed
+// when Run returns.
+func (c *Clients) Run(stop, abort context.Context) error {
+	o, rec := &c.o, c.rec
 	var wg sync.WaitGroup
 	errs := make(chan error, len(o.Clients))
-	for i, w := range ws {
+	for i, w := range c.ws {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -47,9 +47,13 @@ func TestClientCrashMidProtocol(t *testing.T) {
 			},
 		})
 	}
+	clients, err := workloads.Open(rec, o)
+	if err != nil {
+		t.Fatal(err)
+	}
 	stop, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	if err := workloads.Register(stop, ctx, rec, o); err != nil {
+	if err := clients.Run(stop, ctx); err != nil {
 		t.Fatal(err)
 	}
 	ops := rec.Ops()

@@ -3,6 +3,11 @@
 //
 //	go run ./cmd/run -scenario paused-holder -lock set-nx-px
 //
+// Each pair gets one line as it ends (its place, verdict, time and the time
+// left); the block behind a verdict (log, checkers, files) is printed for a
+// pair that did not match, or for every pair with -v. On a terminal a status
+// line shows the pairs running now.
+//
 // Exit status: 0 every outcome matched its expectation, 1 some did not (or a
 // run could not be carried out), 2 bad usage, 130 interrupted.
 package main
@@ -27,13 +32,16 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/worker"
 )
 
 func main() {
+	register()
 	// Started as a client worker (-client-procs): serve the lock, then exit.
 	worker.ServeIfWorker(locks.Lookup)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -60,11 +68,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
 		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines")
 		merge     = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
+		verbose   = fs.Bool("v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -136,18 +145,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	base := scenario.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, Log: stdout, ClientProcs: *procs, Backend: *backend}
-	if isTerminal(stdout) {
-		base.Progress = statusLine(stdout)
-	}
-	// Check every pair before starting any, so a typo fails in a second.
-	for _, p := range pairs {
+	base := engine.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, ClientProcs: *procs, Backend: *backend}
+	// Check every pair before starting any, so a typo fails in a second;
+	// what Resolve fills in is what the time left is estimated from.
+	seats := engine.Seats()
+	plans := make([]pairPlan, len(pairs))
+	for k, p := range pairs {
 		o := base
 		o.Scenario, o.Lock = p[0], p[1]
-		if _, _, err := scenario.Resolve(o); err != nil {
+		plan, err := engine.Resolve(o)
+		if err != nil {
 			fmt.Fprintf(stderr, "run: %v\n", err)
 			return 2
 		}
+		plans[k] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Scenario.Alone != "" || plan.Options.Alone}
 	}
 	// Say what each omitted flag came to, so a run is never a surprise.
 	from := func(name, dflt string) string {
@@ -164,61 +175,61 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "seed %d%s; %d pair(s), %d at a time%s; clients, ttl and time limit: %s\n",
 		*seed, from("seed", "from the clock"), len(pairs), *parallel, from("parallel", "the core count"),
-		cmp.Or(strings.Join(sizes, ", "), "each scenario's own (each run's first line says them)"))
-	if *parallel > 1 {
-		// Status lines of runs side by side would overwrite each other.
-		base.Progress = nil
+		cmp.Or(strings.Join(sizes, ", "), "each scenario's own (a run's block and its results.json say them)"))
+	// One pair asked for by name is looked at, not tallied: its block is
+	// printed as with -v.
+	tr := newTracker(stdout, stderr, plans, *parallel, seats, isTerminal(stdout), *verbose || len(pairs) == 1)
+	if len(pairs) > 1 {
+		alone := ""
+		if slices.ContainsFunc(plans, func(p pairPlan) bool { return p.alone }) {
+			alone = ", the stories that run alone by themselves"
+		}
+		fmt.Fprintf(stdout, "about %s to go: each pair's time limit and ~%.1f s to start and judge it, %d at a time%s\n",
+			minSec(tr.estimate()), priorOverhead.total().Seconds(), min(*parallel, seats), alone)
 	}
 	matrix := report.Matrix{Started: time.Now(), Seed: *seed, Shard: *shard}
 	matrix.Entries = make([]report.Entry, len(pairs))
 	var (
-		printing    sync.Mutex
+		noting      sync.Mutex
 		interrupted []string
 		wg          sync.WaitGroup
 	)
-	// runPair runs pair i and puts its entry in the matrix; quiet runs
-	// print their log whole when they end, so runs side by side do not
+	// runPair runs pair i and puts its entry in the matrix. What the run
+	// logs goes to its block, which the tracker prints whole when the run
+	// ends (if it did not match, or with -v), so runs side by side do not
 	// interleave.
-	runPair := func(i int, quiet bool) {
+	runPair := func(i int) {
 		p := pairs[i]
 		o := base
 		o.Scenario, o.Lock = p[0], p[1]
-		var out bytes.Buffer
-		if quiet {
-			o.Log = &out
-		} else {
-			o.Log = stdout
+		var log bytes.Buffer
+		o.Log = &log
+		o.Progress = tr.progress(i)
+		tr.begin(i)
+		res, err := engine.Run(ctx, o)
+		// Run gives its seats up as it returns: what it held ends here.
+		freed := time.Now()
+		if errors.Is(err, engine.ErrInterrupted) {
+			// Not judged, but listed: the index shows it was cut short.
+			tr.forget(i)
+			res.Outcome = verdict.Interrupted
+			_ = res.Save()
+			noting.Lock()
+			interrupted = append(interrupted, res.Dir)
+			noting.Unlock()
+			return
 		}
-		res, err := scenario.Run(ctx, o)
 		if err == nil {
 			err = report.Write(res)
 		}
-		printing.Lock()
-		defer printing.Unlock()
-		stdout.Write(out.Bytes())
-		if o.Progress != nil {
-			fmt.Fprint(stdout, "\r\033[K")
-		}
-		if errors.Is(err, scenario.ErrInterrupted) {
-			// Not judged, but listed: the index shows it was cut short.
-			res.Outcome = "interrupted"
-			_ = report.WriteResults(res)
-			interrupted = append(interrupted, res.Dir)
-			return
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "run: %s/%s: %v\n", p[0], p[1], err)
-		}
-		if res != nil && res.Outcome != "" {
-			report.Summary(stdout, res)
-		}
+		tr.finish(i, res, err, log.Bytes(), freed)
 		matrix.Entries[i] = report.EntryOf(p[0], p[1], res, err)
 	}
 	// At most -parallel runs at once.
 	slots := make(chan struct{}, *parallel)
 	for i := range pairs {
 		// A story whose verdict hangs on timing waits for the machine
-		// alone in scenario.Run, whatever runs beside it.
+		// alone in engine.Run, whatever runs beside it.
 		slots <- struct{}{}
 		if ctx.Err() != nil {
 			<-slots
@@ -228,7 +239,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			runPair(i, *parallel > 1)
+			runPair(i)
 		}()
 	}
 	wg.Wait()
@@ -236,14 +247,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// ran late. It runs once more, after the others and one at a time, and
 	// says so; its first run stays in -out for anyone who asks why.
 	var rerun []string
+	var starved []int
 	for i, e := range matrix.Entries {
-		if e.Outcome != scenario.Starved || ctx.Err() != nil {
-			continue
+		if e.Outcome == verdict.Starved {
+			starved = append(starved, i)
 		}
-		fmt.Fprintf(stdout, "\n%s / %s was starved (see above): running it once more, one at a time, now that the other runs are done\n", e.Scenario, e.Lock)
-		rerun = append(rerun, fmt.Sprintf("%s/%s (first run: %s)", e.Scenario, e.Lock, e.Dir))
-		runPair(i, false)
 	}
+	if len(starved) > 0 && ctx.Err() == nil {
+		tr.runAgain(starved)
+	}
+	for _, i := range starved {
+		if ctx.Err() != nil {
+			break
+		}
+		e := matrix.Entries[i]
+		tr.printf("%s / %s was starved (see above): running it once more, one at a time, now that the other runs are done\n", e.Scenario, e.Lock)
+		rerun = append(rerun, fmt.Sprintf("%s/%s (first run: %s)", e.Scenario, e.Lock, e.Dir))
+		runPair(i)
+	}
+	tr.stop()
+	wall := time.Since(matrix.Started)
 	if len(interrupted) > 0 || ctx.Err() != nil {
 		for _, dir := range interrupted {
 			fmt.Fprintf(stderr, "run: interrupted; partial history in %s/history.jsonl\n", dir)
@@ -252,11 +275,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 130
 	}
 	if len(pairs) > 1 {
+		// Each pair had its line as it ended; the table repeats, in the
+		// matrix's order, those a reader must look at again (all of them
+		// with -v).
+		shown := matrix.Entries
+		if !*verbose {
+			shown = slices.DeleteFunc(slices.Clone(shown), func(e report.Entry) bool { return e.Matched && e.Late == "" })
+		}
+		if len(shown) > 0 {
+			fmt.Fprintln(stdout)
+			report.MatrixTable(stdout, shown)
+		}
 		fmt.Fprintln(stdout)
-		report.MatrixTable(stdout, matrix.Entries)
+		seatTable(stdout, plans, tr.use, seats, wall)
 	}
 	if full {
 		if err := report.WriteSummary(*out, matrix); err != nil {
+			fmt.Fprintf(stderr, "run: %v\n", err)
+			return 1
+		}
+		if err := writeSeats(*out, plans, tr.use, seats, wall, matrix.Started); err != nil {
 			fmt.Fprintf(stderr, "run: %v\n", err)
 			return 1
 		}
@@ -268,10 +306,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	matrix.Count()
 	fmt.Fprintf(stdout, "%d of %d runs matched their expectation; open %s\n", matrix.Matched, matrix.Total, filepath.Join(*out, "index.html"))
 	if matrix.Starved > 0 {
-		fmt.Fprintf(stdout, "%d run(s) starved again: the machine ran too late for their verdicts to be evidence (see each run's starved line)\n", matrix.Starved)
+		fmt.Fprintf(stdout, "%d run(s) starved again: the machine ran too late for their verdicts to be evidence (see their lines and blocks above)\n", matrix.Starved)
 	}
 	if matrix.Late > 0 {
-		fmt.Fprintf(stdout, "%d fault-free run(s) ran late and kept their passing verdict (see each run's late line)\n", matrix.Late)
+		fmt.Fprintf(stdout, "%d fault-free run(s) ran late and kept their passing verdict (see the table above)\n", matrix.Late)
 	}
 	if len(rerun) > 0 {
 		fmt.Fprintf(stdout, "%d starved run(s) ran again, and the counts are of the second runs: %s\n", len(rerun), strings.Join(rerun, "; "))
@@ -370,8 +408,8 @@ func printList(w io.Writer) {
 	}
 }
 
-// isTerminal says whether w is a terminal: progress lines are for people
-// watching, not for CI logs.
+// isTerminal says whether w is a terminal: a status line redrawn in place
+// is for people watching, not for CI logs and pipes, which get plain lines.
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -379,20 +417,6 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// statusLine redraws one line in place: elapsed/limit, ops, nemesis.
-func statusLine(w io.Writer) func(scenario.Progress) {
-	return func(p scenario.Progress) {
-		nem := p.Nemesis
-		if nem == "" {
-			nem = "quiet"
-		}
-		if len(nem) > 50 {
-			nem = nem[:50] + "…"
-		}
-		fmt.Fprintf(w, "\r\033[K  %5.1fs / %.1fs  %7d ops  nemesis: %s", p.Elapsed.Seconds(), p.TimeLimit.Seconds(), p.Ops, nem)
-	}
 }
 
 // writable checks that dir can be made and written to before anything

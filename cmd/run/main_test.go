@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,7 +21,9 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/docker"
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 func TestUsageErrorsExit2WithOneLine(t *testing.T) {
@@ -130,6 +134,9 @@ func TestShardsRunInParallelAndMerge(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("shard %s: exit %d:\n%s", shard, code, out.String())
 		}
+		if b, err := os.ReadFile(filepath.Join(dir, seatFile)); err != nil || !bytes.Contains(b, []byte("baseline ")) {
+			t.Fatalf("shard %s: %s: %v\n%s", shard, seatFile, err, b)
+		}
 		dirs = append(dirs, dir)
 	}
 	merged := t.TempDir()
@@ -175,6 +182,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(asCommand) != "" {
 		main()
 	}
+	register()
 	// Every child these tests start is the command.
 	os.Setenv(asCommand, "1")
 	os.Exit(m.Run())
@@ -434,5 +442,287 @@ func TestDockerRunLeavesNothingLabelled(t *testing.T) {
 		if left := labelled(t, pool, docker.LabelPID, pid); len(left) > 0 {
 			t.Fatalf("after the next run, still there: %v", left)
 		}
+	}
+}
+
+func TestPairLineSaysPlaceVerdictTimeAndTimeLeft(t *testing.T) {
+	cases := []struct {
+		place, name, verdict string
+		took, waited, left   time.Duration
+		want                 string
+	}{
+		{place(37, 132, false), "paused-holder / redsync", "MATCHED", 3500 * time.Millisecond, 0, 2 * time.Minute,
+			"[ 37/132] paused-holder / redsync     MATCHED  3.5 s  ~2 min left"},
+		{place(5, 132, false), "baseline / none", "NOT MATCHED  safe (expected unsafe +lost-update)", 2049 * time.Millisecond, 4200 * time.Millisecond, 41 * time.Second,
+			"[  5/132] baseline / none             NOT MATCHED  safe (expected unsafe +lost-update)  2.0 s (waited 4.2 s for seats)  ~40 s left"},
+		// The last pair has nothing left to say about.
+		{place(2, 2, true), "fair-order / fair", "MATCHED", time.Second, 0, 0,
+			"[again 2/2] fair-order / fair           MATCHED  1.0 s"},
+	}
+	for _, c := range cases {
+		if got := pairLine(c.place, c.name, 26, c.verdict, c.took, c.waited, c.left); got != c.want {
+			t.Errorf("pairLine:\n got %q\nwant %q", got, c.want)
+		}
+	}
+	for d, want := range map[time.Duration]string{0: "", time.Second: "~5 s", 61 * time.Second: "~60 s", 63 * time.Second: "~65 s",
+		89 * time.Second: "~90 s", 90 * time.Second: "~2 min", 150 * time.Second: "~3 min", 269 * time.Second: "~4 min"} {
+		if got := roughly(d); got != want {
+			t.Errorf("roughly(%s) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestVerdictSaysWhatDidNotMatch(t *testing.T) {
+	exp := verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"lost-update"}, Hide: []string{"promise-broken"}}
+	cases := []struct {
+		res  *engine.Result
+		err  error
+		want string
+	}{
+		{&engine.Result{Expected: exp, Judgement: verdict.Judgement{Outcome: verdict.Unsafe, Matched: true}}, nil, "MATCHED"},
+		{&engine.Result{Expected: exp, Judgement: verdict.Judgement{Outcome: verdict.Safe}}, nil, "NOT MATCHED  safe (expected unsafe +lost-update −promise-broken)"},
+		{&engine.Result{Expected: exp, Judgement: verdict.Judgement{Outcome: verdict.Unsafe, Observations: []string{"promise-broken"}}}, nil,
+			"NOT MATCHED  unsafe without lost-update with promise-broken (expected unsafe +lost-update −promise-broken)"},
+		{&engine.Result{Expected: exp, Judgement: verdict.Judgement{Outcome: verdict.Vacuous, Vacuous: "required fault never happened: pause"}}, nil,
+			"NOT MATCHED  vacuous: required fault never happened: pause"},
+		{&engine.Result{Expected: exp, Judgement: verdict.Judgement{Outcome: verdict.Starved, Starved: "the harness's timers ran 130ms late at 1.204s; a node's reply came 70ms late at 2.000s (limits: timers 100ms, replies 50ms, a pause's overrun 50ms, a restart 250ms)"}}, nil,
+			"STARVED  harness's timers ran 130ms late at 1.204s (+more)"},
+		{&engine.Result{Expected: exp, Judgement: verdict.Judgement{Outcome: verdict.Safe, Matched: true, Late: "a node's reply came 60ms late at 0.500s (limits: x)"}}, nil,
+			"MATCHED  late: a node's reply came 60ms late at 0.500s"},
+		{nil, errors.New("redis-server not found\nmore"), "ERROR  redis-server not found"},
+		{&engine.Result{Judgement: verdict.Judgement{Outcome: verdict.LockUnsafe, Matched: true, Finding: "double-holder under pause"}}, nil,
+			"MATCHED  finding: double-holder under pause"},
+	}
+	for _, c := range cases {
+		if got := verdictOf(c.res, c.err); got != c.want {
+			t.Errorf("verdictOf:\n got %q\nwant %q", got, c.want)
+		}
+	}
+}
+
+// The time left is the pairs' own time, laid out as the runner and the
+// room start them.
+func TestTimeLeftRunsPairsSideBySideAndAloneOnesByThemselves(t *testing.T) {
+	s := time.Second
+	cases := map[string]struct {
+		jobs            []job
+		parallel, seats int
+		want            time.Duration
+	}{
+		"nothing":               {nil, 2, 2, 0},
+		"two at a time":         {[]job{{4 * s, 1, false}, {4 * s, 1, false}, {4 * s, 1, false}, {4 * s, 1, false}}, 2, 2, 8 * s},
+		"one at a time":         {[]job{{4 * s, 1, false}, {4 * s, 1, false}, {4 * s, 1, false}}, 1, 2, 12 * s},
+		"more slots than seats": {[]job{{4 * s, 1, false}, {4 * s, 1, false}, {4 * s, 1, false}, {4 * s, 1, false}}, 4, 2, 8 * s},
+		// One holds its seat for 1 s more; the next starts at once, the
+		// third when the first ends.
+		"running first": {[]job{{1 * s, 1, true}, {2 * s, 1, false}, {2 * s, 1, false}}, 2, 2, 3 * s},
+		// An alone story waits for the machine, and the pair after it
+		// waits behind it, though a seat is free while it waits.
+		"alone in the middle": {[]job{{3 * s, 1, false}, {4 * s, 2, false}, {3 * s, 1, false}}, 2, 2, 10 * s},
+		"alone holding":       {[]job{{2 * s, 2, true}, {3 * s, 1, false}, {3 * s, 1, false}}, 2, 2, 5 * s},
+		// Each pair takes the first slot that frees.
+		"slots free": {[]job{{3 * s, 1, true}, {1 * s, 1, true}, {2 * s, 1, false}, {1 * s, 1, false}}, 2, 2, 4 * s},
+		// An alone story on a room of one seat is just one more pair.
+		"one seat": {[]job{{2 * s, 4, false}, {2 * s, 1, false}}, 2, 1, 4 * s},
+	}
+	for name, c := range cases {
+		if got := timeLeft(c.jobs, c.parallel, c.seats); got != c.want {
+			t.Errorf("%s: timeLeft = %s, want %s", name, got, c.want)
+		}
+	}
+	// Each job starts when its slot and seats are free, in order.
+	starts, _ := schedule([]job{{3 * s, 1, false}, {4 * s, 2, false}, {3 * s, 1, false}}, 2, 2)
+	if want := []time.Duration{0, 3 * s, 7 * s}; !slices.Equal(starts, want) {
+		t.Errorf("schedule starts %v, want %v", starts, want)
+	}
+	// What other processes make a pair wait is learned with a first
+	// guess of none counted as one pair.
+	if got := extraWait([]time.Duration{2 * s, 4 * s}); got != 2*s {
+		t.Errorf("extraWait = %s, want 2s", got)
+	}
+	// The overhead learned: the prior counts as one run, then the lock's
+	// own runs weigh against that mean.
+	prior := overhead{time.Second, time.Second}
+	got := expectOverhead(prior, []overhead{{3 * s, s}, {2 * s, s}}, []overhead{{3 * s, s}})
+	if want := (overhead{2500 * time.Millisecond, s}); got != want {
+		t.Errorf("expectOverhead = %v, want %v", got, want)
+	}
+	if got := expectOverhead(prior, nil, nil); got != prior {
+		t.Errorf("with nothing seen, expectOverhead = %v, want the prior", got)
+	}
+}
+
+// trackTwo is a tracker of two pairs on a clock the test moves, with the
+// first pair ended as res.
+func trackTwo(t *testing.T, live, verbose bool, res *engine.Result) (string, *tracker) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	plan := []pairPlan{{scenario: "paused-holder", lock: "redsync", limit: 3500 * time.Millisecond},
+		{scenario: "fair-order", lock: "fair", limit: 4500 * time.Millisecond, alone: true}}
+	var now time.Time
+	tr := newTracker(&out, &errb, plan, 2, 2, live, verbose)
+	tr.mu.Lock()
+	now = time.Unix(1000, 0)
+	tr.now = func() time.Time { return now }
+	tr.begun = now
+	tr.mu.Unlock()
+	// The status line's goroutine reads the clock under the tracker's lock.
+	step := func(d time.Duration) {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		now = now.Add(d)
+	}
+	tr.begin(0)
+	step(600 * time.Millisecond)
+	tr.progress(0)(engine.Progress{Elapsed: 100 * time.Millisecond, TimeLimit: 3500 * time.Millisecond, Ops: 12})
+	tr.mu.Lock()
+	tr.drawLocked()
+	tr.mu.Unlock()
+	step(4 * time.Second)
+	res.Started = time.Unix(1000, 0).Add(100 * time.Millisecond)
+	tr.finish(0, res, nil, []byte("paused-holder/redsync: 1 lock node(s) + store up\n"), time.Unix(1004, 600_000_000))
+	tr.stop()
+	return out.String(), tr
+}
+
+func TestPairPrintsItsBlockOnlyWhenNotMatchedOrVerbose(t *testing.T) {
+	exp := verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"lost-update"}}
+	matched := func() *engine.Result {
+		return &engine.Result{Scenario: "paused-holder", Lock: "redsync", Expected: exp, Dir: "results/x", Judgement: verdict.Judgement{Outcome: verdict.Unsafe, Observations: []string{"lost-update"}, Matched: true}}
+	}
+	out, tr := trackTwo(t, false, false, matched())
+	if strings.Count(out, "\n") != 1 || !strings.HasPrefix(out, "[1/2] paused-holder / redsync  MATCHED  4.5 s  ~") {
+		t.Fatalf("a matched pair, not -v: want its one line, got %q", out)
+	}
+	if strings.Contains(out, "\r") {
+		t.Fatalf("plain output drew a status line: %q", out)
+	}
+	// It held one seat from Started to the end of Run; the learned
+	// start-up is from Started to its clients' ready.
+	if u := tr.use[0]; u.seats != 1 || u.held != 4500*time.Millisecond || u.runs != 1 {
+		t.Fatalf("seat use %+v, want 1 seat for 4.5 s in 1 run", u)
+	}
+	if tr.use[1].seats != 2 {
+		t.Fatalf("an alone story holds every seat, got %d", tr.use[1].seats)
+	}
+	if len(tr.seen) != 1 || tr.seen[0].startup != 400*time.Millisecond {
+		t.Fatalf("learned %+v, want a start-up of 400ms", tr.seen)
+	}
+	// Nothing ran beside it, yet it waited 100ms for its seat: that is
+	// learned as a wait other processes cause.
+	if w := tr.waited[false]; len(w) != 1 || w[0] != 100*time.Millisecond {
+		t.Fatalf("learned waits %v, want [100ms]", w)
+	}
+	out, _ = trackTwo(t, false, true, matched())
+	if !strings.Contains(out, "lock node(s) + store up") || !strings.Contains(out, "→ results/x") {
+		t.Fatalf("-v: want the matched pair's log and verdicts, got %q", out)
+	}
+	bad := matched()
+	bad.Outcome, bad.Observations, bad.Matched = verdict.Safe, nil, false
+	out, _ = trackTwo(t, false, false, bad)
+	if !strings.Contains(out, "NOT MATCHED  safe (expected unsafe +lost-update)") || !strings.Contains(out, "lock node(s) + store up") ||
+		!strings.Contains(out, "DID NOT MATCH") {
+		t.Fatalf("a pair that did not match: want its line and block, got %q", out)
+	}
+	// On a terminal the status line is drawn, then cleared for the
+	// pair's line, which starts at the line's beginning.
+	out, _ = trackTwo(t, true, false, matched())
+	if !strings.Contains(out, "\r\033[K[0/2] 0:01, ~") || !strings.Contains(out, "paused-holder/redsync 0.1/3.5 s 12 ops") ||
+		!strings.Contains(out, "\r\033[K[1/2] paused-holder / redsync") {
+		t.Fatalf("terminal: want a status line cleared before the pair's line, got %q", out)
+	}
+}
+
+func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
+	plan := []pairPlan{{scenario: "baseline", lock: "a"}, {scenario: "baseline", lock: "b"}, {scenario: "fair-order", lock: "fair", alone: true},
+		{scenario: "paused-holder", lock: "a"}}
+	use := []seatUse{{1, 2 * time.Second, 1}, {1, 3 * time.Second, 2}, {2, 4 * time.Second, 1}, {1, 1 * time.Second, 1}}
+	var b bytes.Buffer
+	seatTable(&b, plan, use, 2, 9*time.Second)
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	want := []string{
+		"fair-order                         1     2       4.0          8.0",
+		"baseline                           2     1       5.0          5.0",
+		"paused-holder                      1     1       1.0          1.0",
+		"total                              4            10.0         14.0",
+		"14.0 seat-seconds fill 2 seats for at least 7 s; the matrix took 9 s; counted with 1 starved first run(s) that ran again",
+	}
+	if len(lines) != 7 || !slices.Equal(lines[2:], want) {
+		t.Fatalf("seat table:\n%s\nwant rows:\n%s", b.String(), strings.Join(want, "\n"))
+	}
+	// The file a README cites holds the table and every pair's line.
+	dir := t.TempDir()
+	if err := writeSeats(dir, plan, use, 2, 9*time.Second, time.Unix(0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.ReadFile(filepath.Join(dir, seatFile))
+	if err != nil || !strings.Contains(string(f), want[0]) ||
+		!strings.Contains(string(f), "baseline / b                                             1    2       3.0          3.0") {
+		t.Fatalf("%s: %v\n%s", seatFile, err, f)
+	}
+}
+
+// A matrix prints one line per matched pair; -v adds every pair's block.
+// Output that is not a terminal never draws a status line.
+func TestVerbosePrintsEveryBlock(t *testing.T) {
+	args := []string{"-scenario", "baseline", "-lock", "set-nx-px,mutex", "-time-limit", "1s"}
+	for _, verbose := range []bool{false, true} {
+		a := append(slices.Clone(args), "-out", t.TempDir())
+		if verbose {
+			a = append(a, "-v")
+		}
+		var out bytes.Buffer
+		if code := run(context.Background(), a, &out, &bytes.Buffer{}); code != 0 {
+			t.Fatalf("-v %v: exit %d:\n%s", verbose, code, out.String())
+		}
+		s := out.String()
+		if strings.Contains(s, "\r") {
+			t.Fatalf("a status line was drawn on output that is not a terminal:\n%q", s)
+		}
+		lines := 0
+		for _, l := range strings.Split(s, "\n") {
+			if strings.HasPrefix(l, "[") && strings.Contains(l, "MATCHED") {
+				lines++
+			}
+		}
+		blocks := strings.Count(s, "lock node(s) + store up")
+		if lines != 2 || verbose && blocks != 2 || !verbose && blocks != 0 {
+			t.Fatalf("-v %v: %d pair lines and %d blocks, want 2 and %d:\n%s", verbose, lines, blocks, map[bool]int{true: 2}[verbose], s)
+		}
+		if !strings.Contains(s, "seat-seconds per story") || !strings.Contains(s, "2 of 2 runs matched") {
+			t.Fatalf("-v %v: no seat-seconds table or count:\n%s", verbose, s)
+		}
+	}
+}
+
+// The status line tells a pair waiting for the machine from one starting.
+func TestStatusLineSaysWhoWaitsForSeats(t *testing.T) {
+	t.Setenv("COLUMNS", "200")
+	plan := []pairPlan{{scenario: "paused-holder", lock: "redsync", limit: 3500 * time.Millisecond},
+		{scenario: "fair-order", lock: "fair", limit: 4500 * time.Millisecond, alone: true}}
+	tr := newTracker(io.Discard, io.Discard, plan, 2, 2, false, false)
+	now := time.Unix(1000, 0)
+	tr.now = func() time.Time { return now }
+	tr.begun = now
+	tr.begin(0)
+	tr.progress(0)(engine.Progress{Elapsed: time.Second})
+	tr.begin(1)
+	tr.mu.Lock()
+	got := tr.statusLocked(now)
+	tr.mu.Unlock()
+	// 2.5 s of the first pair's limit and 0.5 s wind-up, then the alone
+	// one: 0.25 s to start, 4.5 s, 0.5 s.
+	want := "[0/2] 0:00, ~10 s left · paused-holder/redsync 1.0/3.5 s · fair-order/fair waits for seats"
+	if got != want {
+		t.Fatalf("status line\n got %q\nwant %q", got, want)
+	}
+	// On a narrower terminal it is cut to fit: a wrapped line is not
+	// redrawn in place.
+	t.Setenv("COLUMNS", "40")
+	tr.mu.Lock()
+	got = tr.statusLocked(now)
+	tr.mu.Unlock()
+	if n := len([]rune(got)); n != 39 || !strings.HasSuffix(got, "…") {
+		t.Fatalf("status line on 40 columns: %d runes, %q", n, got)
 	}
 }

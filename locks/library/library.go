@@ -4,10 +4,38 @@
 // sorts the library's errors into the three the harness judges by:
 // locks.ErrNotAcquired (certainly not held), locks.ErrNotHeld (the release
 // deleted nothing) and locks.ErrUnknown (a command's outcome is unknown).
-// Import it for its side effect of registering the adapters.
+// A program that wants them under test calls Register.
 package library
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+
+	"github.com/locktorture/locktorture/locks"
+)
+
+// adapters are the libraries, one function per file that registers what
+// the file holds: a new library is a file with its function and a line
+// here.
+var adapters = []func(register func(locks.Info)){
+	redsyncLocks,   // redsync.go
+	redislockLocks, // redislock.go
+	redisPyLocks,   // redispy.go
+}
+
+// Register puts every adapter in the lock registry (locks.Lookup), once
+// however often it is called: cmd/run and the tests that run libraries
+// call it, and a user of locktest who wants the libraries beside a lock
+// of their own.
+func Register() {
+	registered.Do(func() {
+		for _, a := range adapters {
+			a(locks.Register)
+		}
+	})
+}
+
+var registered sync.Once
 
 // classified wraps a library's error in the harness's kind of it, keeping
 // the library's words for the report.

@@ -10,9 +10,16 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
-	_ "github.com/locktorture/locktorture/locks/library"
+	"github.com/locktorture/locktorture/locks/library"
 	"github.com/locktorture/locktorture/worker"
 )
+
+// TestMain registers the adapters under test, as a program that runs them
+// does.
+func TestMain(m *testing.M) {
+	library.Register()
+	os.Exit(m.Run())
+}
 
 // ttl is every lease's; acquires wait a third of it, so one that finds the key
 // taken gives up before the holder's lease could lapse. It and the clients'

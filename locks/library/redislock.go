@@ -12,14 +12,14 @@ import (
 	"github.com/locktorture/locktorture/locks"
 )
 
-func init() {
-	locks.Register(locks.Info{
+func redislockLocks(register func(locks.Info)) {
+	register(locks.Info{
 		Name:    "redislock",
 		Summary: "bsm/redislock: Obtain with a linear-backoff retry, Release; SET NX PX and Lua compare-and-delete",
 		Claims:  locks.LeaseClaims,
 		New:     func(c locks.Config) locks.Lock { return &redisLock{cfg: c, client: redislock.New(c.Clients[0])} },
 	})
-	locks.Register(locks.Info{
+	register(locks.Info{
 		Name: "redislock-refresh",
 		Summary: "bsm/redislock with the holder calling Refresh every TTL/3, as its README extends a lock: " +
 			"a watchdog that users write themselves",

@@ -18,8 +18,8 @@ var redispyWorker string
 // would not see the package.
 const python = "/usr/bin/python3"
 
-func init() {
-	locks.Register(locks.Info{
+func redisPyLocks(register func(locks.Info)) {
+	register(locks.Info{
 		Name: "redis-py",
 		Summary: "redis-py's Lock (Debian's python3-redis): SET NX PX, a Lua compare-and-delete; " +
 			"each client a Python worker process",

@@ -12,14 +12,14 @@ import (
 	"github.com/locktorture/locktorture/locks"
 )
 
-func init() {
-	locks.Register(locks.Info{
+func redsyncLocks(register func(locks.Info)) {
+	register(locks.Info{
 		Name:    "redsync",
 		Summary: "go-redsync/redsync v4 on one node through its go-redis v9 pool: SET NX PX, Lua compare-and-delete, its own validity time",
 		Claims:  locks.LeaseClaims,
 		New:     newRedsync,
 	})
-	locks.Register(locks.Info{
+	register(locks.Info{
 		Name:        "redsync-redlock",
 		Summary:     "go-redsync/redsync v4 over five independent nodes: RedLock as that library implements it (quorum 3, drift 1%), its per-node timeout the harness's RedLock bound",
 		Nodes:       5,

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/internal/mutants"
 	"github.com/locktorture/locktorture/locks"
-	"github.com/locktorture/locktorture/locks/mutants"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 // runs is how often each mutant meets its story: once in `make test`;
@@ -36,10 +38,10 @@ func TestEveryMutantIsCaughtByItsStory(t *testing.T) {
 			t.Parallel() // the machine's room seats them, a core each
 			caught := 0
 			for i := 0; i < n; i++ {
-				res, err := scenario.RunUnstarved(context.Background(), scenario.Options{
+				res, err := engine.RunUnstarved(context.Background(), engine.Options{
 					Scenario: m.Story, Lock: m.Name, Out: t.TempDir(),
 					Custom: &locks.Info{Name: m.Name, Nodes: m.Nodes, Broken: true, New: m.New},
-					Expect: &scenario.Expectation{Outcome: m.Outcome, Show: []string{m.Signature}},
+					Expect: &verdict.Expectation{Outcome: m.Outcome, Show: []string{m.Signature}},
 				}, t.Logf)
 				if err != nil {
 					t.Fatal(err)
@@ -77,7 +79,7 @@ func TestMutantStoriesPassTheCorrectLock(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := s.Expect["set-nx-px"]
-		res, err := scenario.RunUnstarved(context.Background(), scenario.Options{
+		res, err := engine.RunUnstarved(context.Background(), engine.Options{
 			Scenario: story, Lock: "correct", Out: t.TempDir(),
 			Custom: &locks.Info{Name: "correct", New: mutants.Correct}, Expect: &want,
 		}, t.Logf)
@@ -102,9 +104,9 @@ func TestRandomFindsTheSplitRelease(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []mutants.Mutant{mutants.All[0], {Name: "correct", New: mutants.Correct}} {
-		res, err := scenario.RunUnstarved(context.Background(), scenario.Options{Scenario: "random", Lock: m.Name, Seed: 2, Out: t.TempDir(),
+		res, err := engine.RunUnstarved(context.Background(), engine.Options{Scenario: "random", Lock: m.Name, Seed: 2, Out: t.TempDir(),
 			Custom: &locks.Info{Name: m.Name, New: m.New, Claims: setnxpx.Claims},
-			Expect: &scenario.Expectation{Outcome: scenario.PromiseKept}}, t.Logf)
+			Expect: &verdict.Expectation{Outcome: verdict.PromiseKept}}, t.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package scenario
+package verdict
 
 import (
 	"cmp"
@@ -10,7 +10,6 @@ import (
 	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/lateness"
-	"github.com/locktorture/locktorture/locks"
 )
 
 func verdicts(valid map[string]checker.Validity) []checker.Verdict {
@@ -20,7 +19,7 @@ func verdicts(valid map[string]checker.Validity) []checker.Verdict {
 		if !ok {
 			v = checker.Valid
 		}
-		out = append(out, checker.Verdict{Checker: name, Valid: v})
+		out = append(out, checker.Verdict{Checker: checker.Name(name), Valid: v})
 	}
 	return out
 }
@@ -28,7 +27,7 @@ func verdicts(valid map[string]checker.Validity) []checker.Verdict {
 func TestOutcomeTakesTheMostSerious(t *testing.T) {
 	cases := []struct {
 		invalid []string
-		want    string
+		want    Outcome
 	}{
 		{nil, Safe},
 		{[]string{"fairness"}, Unfair},
@@ -42,11 +41,11 @@ func TestOutcomeTakesTheMostSerious(t *testing.T) {
 		for _, n := range c.invalid {
 			m[n] = checker.Invalid
 		}
-		if got := Outcome(verdicts(m)); got != c.want {
+		if got := Sum(verdicts(m)); got != c.want {
 			t.Errorf("invalid %v: outcome %s, want %s", c.invalid, got, c.want)
 		}
 	}
-	if got := Outcome(verdicts(map[string]checker.Validity{"linearizable": checker.Unknown, "resource": checker.Invalid})); got != Undecided {
+	if got := Sum(verdicts(map[string]checker.Validity{"linearizable": checker.Unknown, "resource": checker.Invalid})); got != Undecided {
 		t.Errorf("an undecided checker makes the outcome %s, want %s", got, Undecided)
 	}
 }
@@ -69,7 +68,7 @@ func TestMatchesNeedsOutcomeShowAndHide(t *testing.T) {
 
 func TestObservationsComeFromCountsNotTheAbbreviatedList(t *testing.T) {
 	v := checker.Verdict{Checker: "intervals", Counts: map[string]int{"double-holder": 80, "foreign-release": 1}}
-	r := checker.Verdict{Checker: "resource", Details: map[string]any{"stale_writes_rejected": 2}}
+	r := checker.Verdict{Checker: checker.ResourceName, Details: checker.Details{StaleWritesRejected: 2}}
 	got := Observations([]checker.Verdict{v, r})
 	want := []string{"double-holder", "foreign-release", StaleWriteRejected}
 	if len(got) != len(want) {
@@ -78,36 +77,6 @@ func TestObservationsComeFromCountsNotTheAbbreviatedList(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("observations %v, want %v", got, want)
-		}
-	}
-}
-
-func TestEveryScenarioIsWellFormed(t *testing.T) {
-	for _, name := range Names() {
-		s, _ := Lookup(name)
-		if s.Story == "" || s.Schedule == nil || len(s.Expect) == 0 {
-			t.Errorf("%s lacks a story, a schedule or expectations", name)
-		}
-		if s.MinTimeLimitTTLs > s.TimeLimitTTLs {
-			t.Errorf("%s: default time limit below its minimum", name)
-		}
-		for lock, e := range s.Expect {
-			if e.Why == "" {
-				t.Errorf("%s/%s: an expectation must cite its argument", name, lock)
-			}
-			switch {
-			case s.Random && e.Outcome == PromiseKept:
-			case s.Random:
-				t.Errorf("%s/%s: random runs are judged against the lock's claims (%s), got %q", name, lock, PromiseKept, e.Outcome)
-			case e.Outcome == Safe, e.Outcome == Unsafe, e.Outcome == LockUnsafe, e.Outcome == Deadlock, e.Outcome == Unfair:
-			default:
-				t.Errorf("%s/%s: unknown outcome %q", name, lock, e.Outcome)
-			}
-		}
-		// A story with a fault must say what proves it happened.
-		faultFree := map[string]bool{"baseline": true, "fair-order": true}
-		if !s.Random && !faultFree[name] && len(s.Requires) == 0 {
-			t.Errorf("%s: a story with a fault must list the nemesis actions it requires", name)
 		}
 	}
 }
@@ -143,13 +112,15 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		Value: &history.Value{Target: "the pause of process 0 could last only 40ms"}}
 	pause := history.Op{Process: history.NemesisProcess, Type: history.OK, F: history.Pause, Time: int64(120 * time.Millisecond),
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
-	const SafeShowing = "safe, showing " + StaleWriteRejected
+	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
+	checkers := []checker.Checker{checker.Intervals{}, checker.Linearizable{Semantics: checker.Mutex, Timeout: time.Minute},
+		checker.Promise{}, checker.Resource{}, checker.Liveness{Allowance: 2*ttl + 250*time.Millisecond}}
 	cases := []struct {
 		name        string
-		expect      string
+		expect      Outcome
 		ops         []history.Op
 		late        []lateness.Sample
-		wantOutcome string
+		wantOutcome Outcome
 	}{
 		{"a pass on time", Safe, holds([]int{0, 1, 0, 1}, 0), nil, Safe},
 		{"a pass, late", Safe, holds([]int{0, 1, 0, 1}, 0), late, Safe},
@@ -168,8 +139,7 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		if c.expect == SafeShowing {
 			e = Expectation{Outcome: Safe, Show: []string{StaleWriteRejected}}
 		}
-		r := &Result{Expected: e, Ops: c.ops, Lateness: c.late}
-		r.judge(Scenario{Name: "baseline"}, locks.Info{}, ttl)
+		r := Judge(Case{Expected: e, Checkers: checkers, Limits: lateness.LimitsFor(ttl)}, c.ops, 0, c.late)
 		if r.Outcome != c.wantOutcome {
 			t.Errorf("%s: outcome %s (starved %q), want %s", c.name, r.Outcome, r.Starved, c.wantOutcome)
 		}

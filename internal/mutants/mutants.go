@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 // Mutant is a broken lock and the story that catches it.
@@ -34,29 +35,30 @@ type Mutant struct {
 	// successor's hold did, so the history cannot say which key its DEL
 	// deleted, only that the lock then let a third client in while the
 	// successor's lease was still promised.
-	Story, Outcome, Signature string
+	Story, Signature string
+	Outcome          verdict.Outcome
 	// New builds one client's handle.
 	New func(locks.Config) locks.Lock
 }
 
 // All lists every mutant.
 var All = []Mutant{
-	{Name: "get-then-del", Nodes: 1, Story: "paused-release", Outcome: "unsafe", Signature: "promise-broken",
+	{Name: "get-then-del", Nodes: 1, Story: "paused-release", Outcome: verdict.Unsafe, Signature: "promise-broken",
 		Mistake: "release reads the key, compares the token in the client, then DELs: two commands, so the key can change hands between them",
 		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, release: getThenDel} }},
-	{Name: "set-nx-then-pexpire", Nodes: 1, Story: "setnx-crash", Outcome: "deadlock", Signature: "deadlock",
+	{Name: "set-nx-then-pexpire", Nodes: 1, Story: "setnx-crash", Outcome: verdict.Deadlock, Signature: "deadlock",
 		Mistake: "SET NX without PX, then PEXPIRE: a client that dies between them leaves a key that never expires",
 		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, twoStep: true, release: compareAndDel} }},
-	{Name: "shared-token", Nodes: 1, Story: "unsafe-release", Outcome: "unsafe", Signature: "foreign-release",
+	{Name: "shared-token", Nodes: 1, Story: "unsafe-release", Outcome: verdict.Unsafe, Signature: "foreign-release",
 		Mistake: "the token is the host's name, the same for every client on it, so compare-and-delete deletes a neighbour's lock",
 		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, token: "host-1", release: compareAndDel} }},
-	{Name: "ttl-in-microseconds", Nodes: 1, Story: "setnx-crash", Outcome: "deadlock", Signature: "deadlock",
+	{Name: "ttl-in-microseconds", Nodes: 1, Story: "setnx-crash", Outcome: verdict.Deadlock, Signature: "deadlock",
 		Mistake: "PX is given the TTL in microseconds: a 500 ms lease lives 500 s, so a crashed holder blocks everyone",
 		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, pxMicros: true, release: compareAndDel} }},
-	{Name: "redlock-late-start", Nodes: 5, Story: "redlock-paused-replies", Outcome: "unsafe", Signature: "double-holder",
+	{Name: "redlock-late-start", Nodes: 5, Story: "redlock-paused-replies", Outcome: verdict.Unsafe, Signature: "double-holder",
 		Mistake: "RedLock measures elapsed time from after the SETs returned, so a client that read its replies late sees a fresh lock",
 		New:     func(c locks.Config) locks.Lock { return &redlock{cfg: c, lateStart: true} }},
-	{Name: "redlock-half-quorum", Nodes: 5, Story: "redlock-crash-restart-delayed", Outcome: "unsafe", Signature: "promise-broken",
+	{Name: "redlock-half-quorum", Nodes: 5, Story: "redlock-crash-restart-delayed", Outcome: verdict.Unsafe, Signature: "promise-broken",
 		Mistake: "RedLock's quorum is n/2 instead of n/2+1: two clients on either side of a partition both win",
 		New:     func(c locks.Config) locks.Lock { return &redlock{cfg: c, halfQuorum: true} }},
 }

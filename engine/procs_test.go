@@ -1,16 +1,21 @@
-package scenario
+package engine
 
 import (
 	"context"
 	"os"
 	"testing"
 
+	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/locks/library"
 	"github.com/locktorture/locktorture/worker"
 )
 
 // The test binary is its own client worker for runs with ClientProcs.
 func TestMain(m *testing.M) {
+	// The libraries' locks are run beside the reference locks here.
+	library.Register()
+	cluster.QuietRedisLog()
 	worker.ServeIfWorker(locks.Lookup)
 	os.Exit(m.Run())
 }
@@ -47,7 +52,7 @@ func TestStoriesWithClientProcesses(t *testing.T) {
 // Worker processes cannot yet follow a failover that the harness's own
 // clients follow: such a run is refused before it starts.
 func TestClientProcsRefuseAReplicatedTopology(t *testing.T) {
-	_, _, err := Resolve(Options{Scenario: "failover", Lock: "set-nx-px", ClientProcs: true})
+	_, err := Resolve(Options{Scenario: "failover", Lock: "set-nx-px", ClientProcs: true})
 	if _, ok := err.(*UsageError); !ok {
 		t.Fatalf("failover with client processes: %v, want a usage error", err)
 	}

@@ -1,4 +1,4 @@
-package scenario
+package engine
 
 import (
 	"context"
@@ -33,6 +33,10 @@ type room struct {
 // machineRoom is the room every run enters, a seat per core (tests make
 // rooms of their own).
 func machineRoom() room { return room{name: "locktorture-room", seats: runtime.NumCPU()} }
+
+// Seats is how many runs the machine's room seats at once, a seat per core:
+// what a matrix's time left is reckoned with.
+func Seats() int { return machineRoom().seats }
 
 // roomPoll is how often a waiting run tries again: a taken name cannot be
 // waited on, and a story waiting for the room has no finer timing to keep.

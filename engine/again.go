@@ -1,6 +1,10 @@
-package scenario
+package engine
 
-import "context"
+import (
+	"context"
+
+	"github.com/locktorture/locktorture/verdict"
+)
 
 // RunUnstarved runs o as Run does and, when that run starved, once more,
 // alone on the machine: a starved run is evidence neither way, and what ran
@@ -10,7 +14,7 @@ import "context"
 // nothing.
 func RunUnstarved(ctx context.Context, o Options, logf func(format string, args ...any)) (*Result, error) {
 	res, err := Run(ctx, o)
-	if err != nil || res.Outcome != Starved {
+	if err != nil || res.Outcome != verdict.Starved {
 		return res, err
 	}
 	logf("%s / %s starved (%s); its run is kept in %s; running it once more, alone", res.Scenario, res.Lock, res.Starved, res.Dir)

@@ -1,9 +1,10 @@
-package scenario
+package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 // run runs a pair on real Redis with a short time limit.
@@ -43,14 +46,14 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !res.Matched || res.Outcome != Safe {
+			if !res.Matched || res.Outcome != verdict.Safe {
 				t.Fatalf("baseline of %s: outcome %s (starved: %q), verdicts %+v", lock, res.Outcome, res.Starved, res.Verdicts)
 			}
 			// How fast is the benchmarks' business (locks/bench_test.go);
 			// here a stall is what fails, as liveness judged above, and a
 			// register that never moved.
-			v, _ := res.Verdict("resource")
-			if n := v.Details["writes_accepted"].(int); n == 0 {
+			v, _ := res.Verdict(checker.ResourceName)
+			if v.Details.WritesAccepted == 0 {
 				t.Fatalf("no increment in %s: no progress", res.TimeLimit)
 			}
 		})
@@ -59,10 +62,10 @@ func TestBaselineEveryLockSixteenClients(t *testing.T) {
 
 func TestPausedHolderReproduces(t *testing.T) {
 	res := run(t, "paused-holder", "set-nx-px", 4*time.Second)
-	if !res.Matched || res.Outcome != Unsafe {
-		t.Fatalf("outcome %s, want %s: %+v", res.Outcome, Unsafe, res.Verdicts)
+	if !res.Matched || res.Outcome != verdict.Unsafe {
+		t.Fatalf("outcome %s, want %s: %+v", res.Outcome, verdict.Unsafe, res.Verdicts)
 	}
-	iv, _ := res.Verdict("intervals")
+	iv, _ := res.Verdict(checker.IntervalsName)
 	// The paused process is the one the nemesis named; it must be one of
 	// the double holders, not some bystander.
 	paused := -2
@@ -81,12 +84,34 @@ func TestPausedHolderReproduces(t *testing.T) {
 
 func TestPausedHolderFencedKeepsResource(t *testing.T) {
 	res := run(t, "paused-holder", "set-nx-px-fenced", 4*time.Second)
-	if !res.Matched || res.Outcome != LockUnsafe {
-		t.Fatalf("outcome %s, want %s: %+v", res.Outcome, LockUnsafe, res.Verdicts)
+	if !res.Matched || res.Outcome != verdict.LockUnsafe {
+		t.Fatalf("outcome %s, want %s: %+v", res.Outcome, verdict.LockUnsafe, res.Verdicts)
 	}
-	rv, _ := res.Verdict("resource")
-	if rv.Valid != checker.Valid || rv.Details["stale_writes_rejected"].(int) < 1 {
+	rv, _ := res.Verdict(checker.ResourceName)
+	if rv.Valid != checker.Valid || rv.Details.StaleWritesRejected < 1 {
 		t.Fatalf("fenced store must reject the stale write: %+v", rv)
+	}
+	// Stored and read back, the run is judged again to the same verdict:
+	// the stale write it must show is read from the stored details.
+	if err := res.Save(); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := Load(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The verdicts as stored say what they said (typed details survive
+	// JSON: the rejected stale write is still a count, not a float).
+	if got := verdict.Observations(stored.Verdicts); !slices.Equal(got, res.Observations) {
+		t.Fatalf("observations read back from results.json: %v, judged %v", got, res.Observations)
+	}
+	if err := Rejudge(stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Outcome != res.Outcome || stored.Matched != res.Matched || !slices.Equal(stored.Observations, res.Observations) ||
+		stored.Starved != res.Starved || stored.Vacuous != res.Vacuous {
+		t.Fatalf("judged again from disk: %s %v matched %v (starved %q); first judged %s %v matched %v",
+			stored.Outcome, stored.Observations, stored.Matched, stored.Starved, res.Outcome, res.Observations, res.Matched)
 	}
 }
 
@@ -103,17 +128,17 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		// A story told on five nodes, a lock on one: refused before any
 		// node starts, not three seconds in with "no node n4".
 		{Scenario: "redlock-clock-jump", Lock: "check-then-set", Custom: &locks.Info{New: oneNodeLock},
-			Expect: &Expectation{Outcome: Safe}},
+			Expect: &verdict.Expectation{Outcome: verdict.Safe}},
 		{Scenario: "failover", Lock: "five-nodes", Custom: &locks.Info{Nodes: 5, New: oneNodeLock},
-			Expect: &Expectation{Outcome: Safe}},
+			Expect: &verdict.Expectation{Outcome: verdict.Safe}},
 		// A user's own story may not take a built-in's name, nor lack a
 		// schedule.
-		{Lock: "set-nx-px", Expect: &Expectation{Outcome: Safe},
-			Story: &Scenario{Name: "baseline", Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil }}},
-		{Lock: "set-nx-px", Expect: &Expectation{Outcome: Safe}, Story: &Scenario{Name: "mine"}},
+		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
+			Story: &scenario.Scenario{Name: "baseline", Schedule: func(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }}},
+		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, Story: &scenario.Scenario{Name: "mine"}},
 	}
 	for _, o := range cases {
-		_, _, err := Resolve(o)
+		_, err := Resolve(o)
 		var ue *UsageError
 		if !errors.As(err, &ue) {
 			t.Errorf("%+v: want a usage error, got %v", o, err)

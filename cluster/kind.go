@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Kind is one sort of server a node can be: which binary runs, how it is
+// started on a port with a data dir, how the harness knows the process it
+// started is the one answering, and what its persistence modes mean. The
+// faults need nothing more from it: a kill, pause or restart acts on the
+// process, a faked clock on its libc, a cut or delay on its link. A new
+// kind is a file holding its Kind and a line in kinds.
+type Kind struct {
+	// Name is how NodeOptions.Kind, locks.Info.Server and NodeInfo.Kind
+	// name the kind.
+	Name string
+	// Binary is the executable looked up on PATH when Options names no
+	// other for the kind (Options.Binaries, or Server and Sentinel).
+	Binary string
+	// Install finishes "cluster: <binary> not found: ", telling a person
+	// how to get the binary.
+	Install string
+	// Persistence lists the modes the kind can run with, its default first;
+	// a node asking for another is refused rather than run with a promise
+	// the server does not keep.
+	Persistence []Persistence
+	// Args is the command line after the binary of a server listening at
+	// at.Bind:at.Port with its files in at.Dir, ending with spec.Args. It
+	// may write files into at.Dir (a config file). A backend calls it
+	// before the first start only, once per port it tries: a restart runs
+	// the same command line on the same dir, so the server finds what it
+	// left there.
+	Args func(spec ServerSpec, at Place) ([]string, error)
+	// Ready asks the server on addr once whether it serves, with its data
+	// loaded. It returns the pid the server reports of itself, or 0 when
+	// its protocol tells none; the local backend then checks that the
+	// socket listening on the port is its own process's, so a neighbour
+	// that took the port between the pick and the bind is never taken
+	// for the node.
+	Ready func(ctx context.Context, addr string) (pid int, err error)
+	// StartTimeout bounds how long a local start waits for Ready (default
+	// 5 s).
+	StartTimeout time.Duration
+	// Log is the file in the data dir whose last line says why a start
+	// failed; empty means the process's own stdout and stderr, which the
+	// local backend keeps in output.log there.
+	Log string
+	// StopSignal asks the server to shut down gracefully (default
+	// SIGTERM).
+	StopSignal syscall.Signal
+	// ProcessGroup sends every signal (kill, pause, stop) to the server's
+	// whole process group: a server whose forked children serve clients
+	// would otherwise go on answering while its parent is frozen or dead.
+	ProcessGroup bool
+	// Unsynced, when set, says which files a power loss cuts back under
+	// persistence p: the glob, relative to the data dir, of the files
+	// whose last lag of writes may not be on disk yet. An empty glob
+	// means a power loss is a plain kill.
+	Unsynced func(p Persistence) (glob string, lag time.Duration)
+	// FaketimeBinary, when set, is the binary a node with a faked clock
+	// runs instead of the usual one (Redis's jemalloc build hangs under
+	// libfaketime); unset, the usual binary runs under libfaketime.
+	FaketimeBinary func(o Options) (string, error)
+	// RESP says the server speaks Redis's protocol, so the harness's own
+	// commands (Node.Do, ReplicaOf, Role, a sentinel's questions) reach
+	// it; they are refused on other kinds.
+	RESP bool
+}
+
+// Place is where a server listens and keeps its files.
+type Place struct {
+	Bind string
+	Port int
+	Dir  string
+}
+
+// kinds holds every kind a node can be, by name: adding a kind is its
+// file and a line here.
+var kinds = map[string]*Kind{
+	RedisKind.Name:     RedisKind,
+	SentinelKind.Name:  SentinelKind,
+	MemcachedKind.Name: MemcachedKind,
+}
+
+// LookupKind finds a kind by name; "" is Redis, the kind of a lock that
+// names none (locks.Info.Server) and of the harness's own store.
+func LookupKind(name string) (*Kind, error) {
+	if name == "" {
+		return RedisKind, nil
+	}
+	if k, ok := kinds[name]; ok {
+		return k, nil
+	}
+	return nil, fmt.Errorf("cluster: no server kind %q (have: %s)", name, strings.Join(Kinds(), ", "))
+}
+
+// Kinds lists the kinds' names, sorted, for usage messages and for
+// checking a lock's Server before a run starts.
+func Kinds() []string { return slices.Sorted(maps.Keys(kinds)) }
+
+func (k *Kind) startTimeout() time.Duration {
+	if k.StartTimeout == 0 {
+		return 5 * time.Second
+	}
+	return k.StartTimeout
+}
+
+func (k *Kind) stopSignal() syscall.Signal {
+	if k.StopSignal == 0 {
+		return syscall.SIGTERM
+	}
+	return k.StopSignal
+}
+
+// unsynced is Unsynced for p, or nothing when the kind has none.
+// Offers says whether a node of this kind runs with persistence p: ""
+// (the kind's default) always, another mode when the kind lists it or
+// lists none. AddNode refuses the rest, and a run is refused before it
+// starts by the same rule.
+func (k *Kind) Offers(p Persistence) bool {
+	return p == "" || len(k.Persistence) == 0 || slices.Contains(k.Persistence, p)
+}
+
+func (k *Kind) unsynced(p Persistence) (string, time.Duration) {
+	if k.Unsynced == nil {
+		return "", 0
+	}
+	return k.Unsynced(p)
+}
+
+// ServerKind is the spec's kind: Kind when set, else Sentinel for a spec
+// with a SentinelConf and Redis for the rest, so a backend handed a spec
+// built by hand still knows what it runs.
+func (s ServerSpec) ServerKind() *Kind {
+	switch {
+	case s.Kind != nil:
+		return s.Kind
+	case s.Sentinel != nil:
+		return SentinelKind
+	}
+	return RedisKind
+}

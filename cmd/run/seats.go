@@ -1,0 +1,99 @@
+package main
+
+// Seat-seconds: what each story costs the machine. A seat-second is one
+// second of one seat of the machine-wide room (engine/room.go, a seat
+// per core); a story that runs alone holds every seat. The matrix's wall
+// time is at least its seat-seconds over the room's seats, so they are
+// what a budget for the matrix is spent in.
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// seatFile is where a whole matrix (or a shard) writes its seat-seconds,
+// beside summary.json.
+const seatFile = "seat-seconds.txt"
+
+// storySeats is one scenario's seat-seconds, summed over its locks.
+type storySeats struct {
+	scenario    string
+	pairs, runs int
+	seats       int
+	held        time.Duration
+	seatSeconds float64
+}
+
+// seatsByStory sums use per scenario, the most seat-seconds first.
+func seatsByStory(plan []pairPlan, use []seatUse) []storySeats {
+	by := map[string]*storySeats{}
+	var out []*storySeats
+	for i, p := range plan {
+		s := by[p.scenario]
+		if s == nil {
+			s = &storySeats{scenario: p.scenario}
+			by[p.scenario] = s
+			out = append(out, s)
+		}
+		u := use[i]
+		s.pairs++
+		s.runs += u.runs
+		s.seats = max(s.seats, u.seats)
+		s.held += u.held
+		s.seatSeconds += float64(u.seats) * u.held.Seconds()
+	}
+	slices.SortStableFunc(out, func(a, b *storySeats) int {
+		return cmp.Or(cmp.Compare(b.seatSeconds, a.seatSeconds), cmp.Compare(a.scenario, b.scenario))
+	})
+	res := make([]storySeats, len(out))
+	for i, s := range out {
+		res[i] = *s
+	}
+	return res
+}
+
+// seatTable writes the seat-seconds per scenario, the most first, and
+// their total against the wall time the matrix took.
+func seatTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall time.Duration) {
+	stories := seatsByStory(plan, use)
+	fmt.Fprintf(w, "seat-seconds per story (a second of one of the room's %d seats; a story that runs alone holds all %d):\n", roomSeats, roomSeats)
+	fmt.Fprintf(w, "%-30s %5s %5s %9s %12s\n", "SCENARIO", "PAIRS", "SEATS", "SECONDS", "SEAT-SECONDS")
+	var total storySeats
+	for _, s := range stories {
+		fmt.Fprintf(w, "%-30s %5d %5d %9.1f %12.1f\n", s.scenario, s.pairs, s.seats, s.held.Seconds(), s.seatSeconds)
+		total.pairs += s.pairs
+		total.runs += s.runs
+		total.held += s.held
+		total.seatSeconds += s.seatSeconds
+	}
+	fmt.Fprintf(w, "%-30s %5d %5s %9.1f %12.1f\n", "total", total.pairs, "", total.held.Seconds(), total.seatSeconds)
+	floor := time.Duration(total.seatSeconds / float64(max(roomSeats, 1)) * float64(time.Second))
+	fmt.Fprintf(w, "%.1f seat-seconds fill %d seats for at least %s; the matrix took %s", total.seatSeconds, roomSeats, minSec(floor), minSec(wall))
+	if again := total.runs - total.pairs; again > 0 {
+		fmt.Fprintf(w, "; counted with %d starved first run(s) that ran again", again)
+	}
+	fmt.Fprintln(w)
+}
+
+// writeSeats writes the seat-seconds table, and every pair's line under
+// it, to dir's seat-seconds.txt, for a README to cite.
+func writeSeats(dir string, plan []pairPlan, use []seatUse, roomSeats int, wall time.Duration, started time.Time) error {
+	f, err := os.Create(filepath.Join(dir, seatFile))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fmt.Fprintf(f, "matrix started %s\n\n", started.UTC().Format(time.RFC3339))
+	seatTable(f, plan, use, roomSeats, wall)
+	fmt.Fprintf(f, "\nper pair:\n%-52s %5s %4s %9s %12s\n", "SCENARIO / LOCK", "SEATS", "RUNS", "SECONDS", "SEAT-SECONDS")
+	for i, p := range plan {
+		u := use[i]
+		fmt.Fprintf(f, "%-52s %5d %4d %9.1f %12.1f\n", p.name(), u.seats, u.runs, u.held.Seconds(), float64(u.seats)*u.held.Seconds())
+	}
+	return f.Close()
+}

@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// Options selects and tunes one run. Zero values take the scenario's
+// defaults.
+type Options struct {
+	Scenario string
+	Lock     string
+	Clients  int
+	TTL      time.Duration
+	// TimeLimit is how long clients keep starting new cycles.
+	TimeLimit time.Duration
+	// Seed is stored with the run; scripted schedules do not depend on it.
+	Seed int64
+	// Out is the results root; the run goes to Out/<scenario>/<lock>/<time>.
+	Out string
+	// Backend is where the Redis nodes run: "local" processes (the
+	// default) or "docker" containers (cluster.Backends lists them).
+	Backend string
+	// Server is the redis-server binary of the local backend (empty: from
+	// PATH).
+	Server string
+	// Log receives a few progress lines (nil: silent).
+	Log io.Writer
+	// Progress, if set, is called about four times a second while clients
+	// run.
+	Progress func(Progress)
+	// Custom runs a lock that is not in the registry (a user's own) under
+	// the name Lock; Expect then says what it must show.
+	Custom *locks.Info
+	// Expect overrides the scenario's expectation for the lock.
+	Expect *verdict.Expectation
+	// Story runs a story of your own instead of a built-in one (Scenario
+	// is then ignored): a Schedule composed from the nemesis pieces the Env
+	// hands it, the evidence it Requires, and Expect or Options.Expect for
+	// what the lock must show. Its Name must not be a built-in's.
+	Story *scenario.Scenario
+	// ClientProcs runs every client process as an OS process of its own (a
+	// worker, see package worker), reaching Redis through its own links: a
+	// pause is SIGSTOP and a crash SIGKILL, with nothing left running.
+	ClientProcs bool
+	// Worker builds the command that starts a worker for the named lock
+	// (nil: this program again, which must call worker.ServeIfWorker
+	// first; a Custom lock needs a program that knows it, as locktest
+	// arranges).
+	Worker func(lock string) *exec.Cmd
+	// Alone runs the story alone on the machine, whatever the story says:
+	// how a starved run is tried a second time (RunUnstarved).
+	Alone bool
+}
+
+// lockInfo is the lock the options name: Custom, or from the registry.
+func (o Options) lockInfo() (locks.Info, error) {
+	if o.Custom != nil {
+		info := *o.Custom
+		info.Name = o.Lock
+		if info.Nodes == 0 {
+			info.Nodes = 1
+		}
+		if info.New == nil && info.Program == nil {
+			return info, fmt.Errorf("custom lock %s has neither a New function nor a Program", o.Lock)
+		}
+		return info, nil
+	}
+	return locks.Lookup(o.Lock)
+}
+
+// expectation is what the lock must show under s.
+func (o Options) expectation(s scenario.Scenario) (verdict.Expectation, bool) {
+	if o.Expect != nil {
+		return *o.Expect, true
+	}
+	e, ok := s.Expect[o.Lock]
+	return e, ok
+}
+
+// Progress is a running run's state, for a status line.
+type Progress struct {
+	Scenario, Lock     string
+	Elapsed, TimeLimit time.Duration
+	// Ops is how many ops are recorded so far.
+	Ops int
+	// Nemesis is the latest nemesis action, in words ("" before the first).
+	Nemesis string
+}
+
+// UsageError is a bad option: cmd/run exits 2 on it.
+type UsageError struct{ msg string }
+
+// Error is the one line cmd/run prints before it exits 2.
+func (e *UsageError) Error() string { return e.msg }
+
+func usagef(format string, a ...any) error { return &UsageError{msg: fmt.Sprintf(format, a...)} }
+
+// ErrInterrupted is returned when the run was cancelled; what it recorded is
+// on disk and in the partial Result.
+var ErrInterrupted = errors.New("run interrupted")
+
+// Plan is a run's options resolved against the catalogue: every default
+// filled in, the scenario, the lock and what it must show, each checked
+// once.
+type Plan struct {
+	Options  Options
+	Scenario scenario.Scenario
+	Lock     locks.Info
+	Expected verdict.Expectation
+}
+
+// Resolve checks the options against the catalogue and fills in defaults.
+// Every error is a *UsageError naming the valid choices.
+func Resolve(o Options) (Plan, error) {
+	s, err := scenario.Lookup(o.Scenario)
+	if o.Story != nil {
+		if _, err := scenario.Lookup(o.Story.Name); err == nil {
+			return Plan{}, usagef("story %q: a built-in scenario has that name", o.Story.Name)
+		}
+		if o.Story.Name == "" || o.Story.Schedule == nil {
+			return Plan{}, usagef("a story of your own needs a Name and a Schedule")
+		}
+		s, err = o.Story.WithDefaults(), nil
+		o.Scenario = s.Name
+	}
+	if err != nil {
+		return Plan{}, &UsageError{msg: err.Error()}
+	}
+	info, err := o.lockInfo()
+	if err != nil {
+		return Plan{}, &UsageError{msg: err.Error()}
+	}
+	if info.Program != nil {
+		// A lock outside this program exists only as worker processes.
+		o.ClientProcs = true
+		o.Worker = func(string) *exec.Cmd { return info.Program() }
+	}
+	expected, ok := o.expectation(s)
+	if !ok {
+		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
+	}
+	if o.Clients == 0 {
+		o.Clients = s.Clients
+	}
+	if o.TTL == 0 {
+		o.TTL = s.TTL
+	}
+	if o.TimeLimit == 0 {
+		o.TimeLimit = s.TimeLimit(o.TTL)
+	}
+	if o.Out == "" {
+		o.Out = "results"
+	}
+	if o.Backend == "" {
+		o.Backend = cluster.Local
+	}
+	if !slices.Contains(cluster.Backends(), o.Backend) {
+		return Plan{}, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
+	}
+	switch {
+	case o.Clients < 2:
+		return Plan{}, usagef("-clients %d: a lock needs at least 2 clients to be contended", o.Clients)
+	case o.Clients > 256:
+		return Plan{}, usagef("-clients %d: at most 256", o.Clients)
+	case o.TTL < 100*time.Millisecond:
+		return Plan{}, usagef("-ttl %s: at least 100ms (loopback round trips and the scheduler need room)", o.TTL)
+	case o.TimeLimit <= 0:
+		return Plan{}, usagef("-time-limit %s: must be positive", o.TimeLimit)
+	case s.ExactClients > 0 && o.Clients != s.ExactClients:
+		return Plan{}, usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
+	case s.Nodes > 0 && info.Nodes != s.Nodes:
+		return Plan{}, usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.Nodes, o.Lock, info.Nodes)
+	case !slices.Contains(cluster.Kinds(), info.ServerKind()):
+		return Plan{}, usagef("lock %s runs against a %q server, which cluster does not start (it starts: %s)", o.Lock, info.Server, strings.Join(cluster.Kinds(), ", "))
+	case s.Topology.Replicated && info.ServerKind() != locks.ServerRedis:
+		return Plan{}, usagef("scenario %s replicates a Redis master; lock %s runs against %s", s.Name, o.Lock, info.ServerKind())
+	case !kindPersists(info.ServerKind(), s.Topology.Persistence):
+		return Plan{}, usagef("scenario %s runs its nodes with persistence %s, which a %s node does not have", s.Name, s.Topology.Persistence, info.ServerKind())
+	case s.Topology.Replicated && info.Nodes != 1:
+		return Plan{}, usagef("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
+	case o.ClientProcs && s.Topology.Replicated:
+		return Plan{}, usagef("scenario %s follows a failover inside the harness's own clients, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
+	case o.TimeLimit < s.MinTimeLimit(o.TTL):
+		return Plan{}, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
+			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
+	}
+	return Plan{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
+}
+
+// kindPersists says whether a node of the named server kind runs with
+// persistence p, by the rule AddNode keeps (Kind.Offers).
+func kindPersists(kind string, p cluster.Persistence) bool {
+	k, err := cluster.LookupKind(kind)
+	return err == nil && k.Offers(p)
+}

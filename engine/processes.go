@@ -1,0 +1,144 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/worker"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// processes opens the clients' processes. Every process gets its own
+// connections, to the lock nodes and the store, each with the gate's hook:
+// faults reach the lock through them without its help, and a process that
+// dies takes its connections with it.
+type processes struct {
+	env       *scenario.Env
+	cl        *cluster.Cluster
+	store     *cluster.Node
+	info      locks.Info
+	lock      locks.Config // what every process's lock shares: TTL, waiter timeout
+	storeOpts cluster.ClientOptions
+	// workers: every process is a worker started by worker (nil: Self),
+	// writing to workerLog.
+	workers   bool
+	worker    func(lock string) *exec.Cmd
+	workerLog io.Writer
+
+	mu          sync.Mutex
+	conns       []*redis.Client // every connection opened, for close
+	workerProcs []*worker.Proc  // every worker started, for close
+}
+
+// opener opens the processes of client, whose wall clock is clock.
+func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process int) (workloads.Process, error) {
+	peer := p.env.Clients[client]
+	if p.workers {
+		return func(process int) (workloads.Process, error) { return p.startWorker(client, process, clock) }
+	}
+	return func(process int) (workloads.Process, error) {
+		var mine []*redis.Client
+		closeMine := func() {
+			for _, c := range mine {
+				c.Close()
+			}
+		}
+		dial := func(name string, co cluster.ClientOptions, traps bool) error {
+			var c *redis.Client
+			if name == p.env.Nodes[0] && p.env.Primary != nil {
+				c = p.env.Primary.Client(peer, co)
+			} else {
+				l, err := p.cl.Node(name).Link(peer)
+				if err != nil {
+					return err
+				}
+				c = cluster.NewClient(l.Addr(), co)
+			}
+			c.AddHook(p.env.Gate.Hook(client, process, traps))
+			mine = append(mine, c)
+			return nil
+		}
+		// A lock of a server kind of its own dials the nodes' links itself;
+		// a Redis lock gets the hooked clients.
+		var addrs []string
+		for _, name := range p.env.Nodes {
+			if p.info.ServerKind() != locks.ServerRedis {
+				l, err := p.cl.Node(name).Link(peer)
+				if err != nil {
+					closeMine()
+					return workloads.Process{}, err
+				}
+				addrs = append(addrs, l.Addr())
+			}
+			if err := dial(name, cluster.ClientOptions{}, true); err != nil {
+				closeMine()
+				return workloads.Process{}, err
+			}
+		}
+		if err := dial(p.store.Name, p.storeOpts, false); err != nil {
+			closeMine()
+			return workloads.Process{}, err
+		}
+		cfg := p.lock
+		cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = mine[:len(p.env.Nodes)], addrs, clock, fmt.Sprintf("%s:%d", peer, process)
+		cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
+		lock, err := locks.Build(p.info, cfg)
+		if err != nil {
+			closeMine()
+			return workloads.Process{}, err
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, mine...)
+		p.mu.Unlock()
+		return workloads.Process{Lock: lock, Store: workloads.NewStore(mine[len(mine)-1]), Close: closeMine}, nil
+	}
+}
+
+// startWorker starts process of client as a worker that reaches the lock
+// nodes and the store through the client's own links.
+func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock) (workloads.Process, error) {
+	peer := p.env.Clients[client]
+	h := worker.Hello{Lock: p.info.Name, TTLNS: int64(p.lock.TTL), WaitNS: int64(p.lock.Wait), WaiterTimeoutNS: int64(p.lock.WaiterTimeout),
+		StoreTimeoutNS: int64(p.storeOpts.Timeout), Owner: fmt.Sprintf("%s:%d", peer, process)}
+	for _, name := range append(slices.Clone(p.env.Nodes), p.store.Name) {
+		l, err := p.cl.Node(name).Link(peer)
+		if err != nil {
+			return workloads.Process{}, err
+		}
+		h.Nodes = append(h.Nodes, l.Addr())
+	}
+	h.Nodes, h.Store = h.Nodes[:len(h.Nodes)-1], h.Nodes[len(h.Nodes)-1]
+	w, err := worker.Start(context.Background(), worker.Options{Command: p.worker, Hello: h, Gate: p.env.Gate,
+		Client: client, Process: process, Clock: clock, Stderr: p.workerLog})
+	if err != nil {
+		return workloads.Process{}, err
+	}
+	p.mu.Lock()
+	p.workerProcs = append(p.workerProcs, w)
+	p.mu.Unlock()
+	return workloads.Process{Lock: w, Store: w, Close: w.Close}, nil
+}
+
+// close closes every connection any process opened.
+func (p *processes) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	for _, w := range p.workerProcs {
+		w.Close()
+	}
+	p.workerProcs = nil
+}

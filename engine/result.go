@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// Result is everything a run found out. It is written to the run
+// directory as results.json, beside history.jsonl; Load reads both back.
+type Result struct {
+	Scenario string              `json:"scenario"`
+	Lock     string              `json:"lock"`
+	Backend  string              `json:"backend"`
+	Story    string              `json:"story"`
+	Expected verdict.Expectation `json:"expected"`
+	// Judgement is the verdict: its fields are the result's own in
+	// results.json.
+	verdict.Judgement
+	Seed      int64              `json:"seed"`
+	Clients   int                `json:"clients"`
+	TTL       string             `json:"ttl"`
+	TimeLimit string             `json:"time_limit"`
+	Started   time.Time          `json:"started"`
+	Elapsed   string             `json:"elapsed"`
+	Nodes     []cluster.NodeInfo `json:"nodes"`
+	// Schedule lists the nemesis steps, so a random run can be read and
+	// replayed (same seed, same steps).
+	Schedule string `json:"schedule,omitempty"`
+	// Ready is when every client was up and the schedule began (harness
+	// ns): nothing before it is judged for timing.
+	Ready int64 `json:"ready"`
+	// Dir is the run directory.
+	Dir string `json:"dir"`
+	// Ops is the whole history (also in Dir/history.jsonl).
+	Ops []history.Op `json:"-"`
+}
+
+// Load reads back the run stored in dir: its results.json and its
+// history.
+func Load(dir string) (*Result, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return nil, err
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if r.Ops, err = history.LoadFile(filepath.Join(dir, "history.jsonl")); err != nil {
+		return nil, err
+	}
+	r.Dir = dir
+	return &r, nil
+}
+
+// Save writes results.json into the run directory: what Load reads back,
+// and, for a run that was interrupted and never judged, what puts it in
+// results/index.html.
+func (r *Result) Save() error {
+	if err := writeJSON(filepath.Join(r.Dir, "results.json"), r); err != nil {
+		return fmt.Errorf("results: %w", err)
+	}
+	return nil
+}
+
+// Rejudge judges a stored run again, with today's checkers, from its
+// history, its probe's samples and the case its built-in scenario and
+// registered lock give: a run judged twice with the same code gets the
+// same verdict. A run of a story or lock of a user's own cannot be
+// rejudged this way (their definitions are not stored).
+func Rejudge(r *Result) error {
+	s, err := scenario.Lookup(r.Scenario)
+	if err != nil {
+		return err
+	}
+	info, err := locks.Lookup(r.Lock)
+	if err != nil {
+		return err
+	}
+	ttl, err := time.ParseDuration(r.TTL)
+	if err != nil {
+		return fmt.Errorf("%s: ttl %q: %w", r.Dir, r.TTL, err)
+	}
+	// A story's evidence is read from the sites its faults recorded; a
+	// history from before sites would read as vacuous, which it was not.
+	for _, op := range r.Ops {
+		if op.Process == history.NemesisProcess && op.Value != nil && op.Value.Site == nil {
+			return fmt.Errorf("%s: its history records no fault sites (an older run): it cannot be judged again", r.Dir)
+		}
+	}
+	r.Judgement = verdict.Judge(judgeCase(s, info, ttl, r.Expected), r.Ops, r.Ready, r.Lateness)
+	return nil
+}
+
+// judgeCase is what a run of s with the lock info at ttl is judged by.
+func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation) verdict.Case {
+	c := verdict.Case{Expected: expected, Checkers: Checkers(s, info, ttl), Requires: s.Requires, Traffic: s.Traffic,
+		Limits: lateness.LimitsFor(ttl)}
+	if info.NodeTimeout {
+		c.Limits.Reply = min(c.Limits.Reply, locks.DefaultNodeTimeout(ttl))
+	}
+	if s.Random {
+		c.Claims = &info
+	}
+	return c
+}
+
+// Checkers is the set of checkers a (scenario, lock) pair is judged by.
+func Checkers(s scenario.Scenario, info locks.Info, ttl time.Duration) []checker.Checker {
+	sem := checker.Mutex
+	switch {
+	case info.Fenced:
+		sem = checker.Fenced
+	case info.Reentrant:
+		sem = checker.Reentrant
+	}
+	// A dead client's lease runs out within a TTL, and the next try comes
+	// within a retry; a dead fair-lock waiter holds the queue for up to its
+	// waiter timeout on top.
+	allowance := 2*ttl + 250*time.Millisecond
+	if info.Queued {
+		allowance += s.WaiterTimeout(ttl)
+	}
+	cs := []checker.Checker{
+		checker.Intervals{},
+		checker.Linearizable{Semantics: sem, Timeout: time.Minute},
+		checker.Promise{},
+		checker.Resource{},
+		checker.Liveness{Allowance: allowance},
+	}
+	if s.Fairness {
+		cs = append(cs, checker.Fairness{Margin: 20 * time.Millisecond})
+	}
+	return cs
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}

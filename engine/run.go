@@ -1,0 +1,187 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// Run runs one (scenario, lock) pair. It streams the history to disk as it
+// goes; on every exit path (error, cancel, panic) it stops every process it
+// started. ctx cancellation returns the partial Result with ErrInterrupted.
+func Run(ctx context.Context, o Options) (res *Result, err error) {
+	p, err := Resolve(o)
+	if err != nil {
+		return nil, err
+	}
+	o, s, info, expected := p.Options, p.Scenario, p.Lock, p.Expected
+	logf := func(format string, a ...any) {
+		if o.Log != nil {
+			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
+		}
+	}
+	leave, err := machineRoom().enter(ctx, s.Alone != "" || o.Alone, logf)
+	if err != nil {
+		return nil, err
+	}
+	defer leave()
+	started := time.Now()
+	dir := filepath.Join(o.Out, s.Name, o.Lock, started.UTC().Format("20060102T150405.000Z"))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("results dir: %w", err)
+	}
+	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
+		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir}
+	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
+	if err != nil {
+		return res, err
+	}
+	defer rec.Close()
+
+	cl, err := cluster.New(cluster.Options{Backend: o.Backend, Server: o.Server, Logf: logf})
+	if err != nil {
+		return res, err
+	}
+	defer cl.Close()
+	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed}
+	for i := 1; i <= info.Nodes; i++ {
+		name := fmt.Sprintf("n%d", i)
+		if _, err := cl.AddNode(ctx, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence}); err != nil {
+			return res, err
+		}
+		env.Nodes = append(env.Nodes, name)
+	}
+	if s.Topology.Replicated {
+		env.Replica = env.Nodes[0] + "-replica"
+		r, err := cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: s.Topology.Persistence})
+		if err != nil {
+			return res, err
+		}
+		master := cl.Node(env.Nodes[0])
+		if err := r.ReplicaOf(ctx, master); err != nil {
+			return res, err
+		}
+		env.Primary = cluster.NewPrimary(master)
+	}
+	store, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
+	if err != nil {
+		return res, err
+	}
+	// The lateness probe pings the store straight at its port: no fault
+	// touches that path, so a slow answer is the machine's, not a story's.
+	probeClient := cluster.NewClient(store.Addr(), cluster.ClientOptions{Timeout: 5 * time.Second, PoolSize: 1})
+	defer probeClient.Close()
+	res.Nodes = cl.Info()
+	if err := writeJSON(filepath.Join(dir, "cluster.json"), res.Nodes); err != nil {
+		return res, err
+	}
+
+	var workerLog io.Writer
+	if o.ClientProcs {
+		f, err := os.Create(filepath.Join(dir, "workers.log"))
+		if err != nil {
+			return res, err
+		}
+		defer f.Close()
+		workerLog = f
+	}
+	procs := &processes{env: env, cl: cl, store: store, info: info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog,
+		lock: locks.Config{TTL: o.TTL, WaiterTimeout: s.WaiterTimeout(o.TTL)},
+		// The store's timeout leaves room for the delays K2 puts on its links.
+		storeOpts: cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}}
+	defer procs.close()
+	env.Gate = nemesis.NewGate(rec)
+	env.Nemesis = nemesis.New(rec, cl)
+	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
+		Hold: env.TTLs(s.HoldTTLs)}
+	for i := 0; i < o.Clients; i++ {
+		peer := workloads.ProcessName(i)
+		env.Clients = append(env.Clients, peer)
+		clock := &nemesis.ClientClock{Name: peer}
+		env.Clocks = append(env.Clocks, clock)
+		wo.Clients = append(wo.Clients, workloads.Client{Open: procs.opener(i, clock), Clock: clock})
+	}
+	sched, err := s.Schedule(env)
+	if err != nil {
+		return res, err
+	}
+	res.Schedule = sched.String()
+	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
+
+	// Every client is up before anything that times the story starts (the
+	// time limit, the probe, the schedule), so a slow start (a worker
+	// process per client) takes nothing from the story's time.
+	clients, err := workloads.Open(rec, wo)
+	if err != nil {
+		res.Ops = rec.Ops()
+		res.Elapsed = time.Since(started).Round(time.Millisecond).String()
+		return res, errors.Join(err, env.Gate.Err())
+	}
+	stop, cancelStop := context.WithCancel(ctx)
+	defer cancelStop()
+	res.Ready = rec.Now()
+	probe := lateness.Start(lateness.Options{Now: rec.Now,
+		Ping: func(ctx context.Context) error { return probeClient.Ping(ctx).Err() }})
+	// The schedule's opening is in place before any client moves; a failed
+	// opening stops the clients before their first cycle.
+	nemErr := make(chan error, 1)
+	opening, rest := sched.Opening()
+	if err := opening.Run(stop); err != nil {
+		nemErr <- err
+		cancelStop()
+	} else {
+		// Sampling ends with the clients' work: their shutdown (closing
+		// connections, workers exiting) is no part of any verdict.
+		time.AfterFunc(o.TimeLimit, func() { probe.Stop(); cancelStop() })
+		go func() { nemErr <- rest.Run(stop) }()
+		if o.Progress != nil {
+			go reportProgress(stop, o, rec)
+		}
+	}
+	werr := clients.Run(stop, ctx)
+	cancelStop()
+	res.Lateness = probe.Stop()
+	nerr := <-nemErr
+	procs.close()
+	cl.Close()
+	res.Ops = rec.Ops()
+	res.Elapsed = time.Since(started).Round(time.Millisecond).String()
+	if err := errors.Join(werr, nerr, env.Gate.Err(), rec.Close()); err != nil {
+		return res, err
+	}
+	if ctx.Err() != nil {
+		return res, ErrInterrupted
+	}
+	logf("%d ops recorded; checking", len(res.Ops))
+	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected), res.Ops, res.Ready, res.Lateness)
+	return res, nil
+}
+
+func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		p := Progress{Scenario: o.Scenario, Lock: o.Lock, Elapsed: time.Since(start), TimeLimit: o.TimeLimit}
+		p.Ops, p.Nemesis = rec.Summary()
+		o.Progress(p)
+	}
+}

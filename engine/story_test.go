@@ -1,0 +1,77 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// End to end: a lock that sends no command in its release never meets
+// paused-release's trap, and the run says so instead of calling it safe.
+func TestAStoryThatDidNotHappenIsVacuous(t *testing.T) {
+	res, err := Run(context.Background(), Options{Scenario: "paused-release", Lock: "mutex",
+		Expect: &verdict.Expectation{Outcome: verdict.Safe}, TimeLimit: 2 * time.Second, Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A starved run is judged vacuous too (starved only takes its place
+	// as the outcome).
+	if res.Outcome != verdict.Vacuous && res.Outcome != verdict.Starved || res.Matched || !strings.Contains(res.Vacuous, "in release") {
+		t.Fatalf("outcome %s (matched %v), vacuous %q; want vacuous naming the pause in release", res.Outcome, res.Matched, res.Vacuous)
+	}
+}
+
+// pointLock is a user's lock that offers a named point of its own between
+// taking the key and returning, where no command marks the place.
+type pointLock struct {
+	locks.Lock
+	cfg locks.Config
+}
+
+func (l pointLock) Acquire(ctx context.Context, key string) (locks.Lease, error) {
+	lease, err := l.Lock.Acquire(ctx, key)
+	if err == nil && l.cfg.Point != nil {
+		if perr := l.cfg.Point(ctx, "user-point"); perr != nil {
+			return locks.Lease{}, fmt.Errorf("%w: %v", locks.ErrUnknown, perr)
+		}
+	}
+	return lease, err
+}
+
+// A lock's own named point (Config.Point) is wired through a run: a trap
+// armed there springs on a user's lock, and its action is in the history.
+func TestAUserLocksOwnPointCanBeTrapped(t *testing.T) {
+	story := &scenario.Scenario{Name: "test-user-point", Story: "a crash at a user lock's own point", TimeLimitTTLs: 3,
+		Expect:   map[string]verdict.Expectation{"user": {Outcome: verdict.Safe, Why: "test"}},
+		Requires: []fault.Evidence{{Op: fault.Crash, Point: "user-point"}},
+		Schedule: func(e *scenario.Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: "user-point", Client: nemesis.AnyClient, Crash: true})}, nil
+		}}
+	user := &locks.Info{Name: "user", New: func(c locks.Config) locks.Lock {
+		l, _ := locks.New("set-nx-px", c)
+		return pointLock{Lock: l, cfg: c}
+	}}
+	res, err := RunUnstarved(context.Background(), Options{Story: story, Lock: "user", Custom: user, Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Vacuous != "" || !res.Matched {
+		t.Fatalf("outcome %s, vacuous %q: the trap at the lock's own point did not spring", res.Outcome, res.Vacuous)
+	}
+	crashed := false
+	for _, op := range res.Ops {
+		crashed = crashed || op.F == history.Acquire && op.Type == history.Info && strings.Contains(op.Error, "crash")
+	}
+	if !crashed {
+		t.Fatal("the process that died at the point must have its acquire recorded as info")
+	}
+}

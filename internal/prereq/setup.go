@@ -1,0 +1,220 @@
+package prereq
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The steps Options.Only can name.
+const (
+	// StepPackages installs packages and builds nothing.
+	StepPackages = "packages"
+	// StepBuild builds what no package provides and installs nothing.
+	StepBuild = "build"
+)
+
+// Options says what Setup does besides the pieces.
+type Options struct {
+	// Packages are more Debian packages to install when they are not
+	// installed (scripts/setup.sh: python3 and python3-redis for the
+	// redis-py lock, mmdebstrap for the docker backend's image).
+	Packages []string
+	// Only limits Setup to one step, StepPackages or StepBuild; empty is
+	// both, packages first (they are the build's tools).
+	Only string
+	// Logf hears one line per thing Setup finds or does.
+	Logf func(format string, args ...any)
+}
+
+// Setup installs with apt-get (as root, or through sudo) the packages of
+// every missing piece and those of o.Packages that are not installed, then
+// builds the pieces no package provides. A piece that is there is left
+// alone: a second run installs and builds nothing, and costs a PATH lookup
+// per piece, one dpkg-query and one redis-server --version.
+func Setup(o Options) error {
+	logf := o.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if o.Only != "" && o.Only != StepPackages && o.Only != StepBuild {
+		return fmt.Errorf("unknown step %q (want %s or %s)", o.Only, StepPackages, StepBuild)
+	}
+	start := time.Now()
+	did := false
+	var missing []Piece
+	for _, p := range Pieces {
+		if o.Only == StepBuild && p.Build == nil {
+			continue
+		}
+		if path, err := p.Find(); err == nil {
+			logf("%s: there (%s)", p.Name, path)
+		} else {
+			logf("%s: missing", p.Name)
+			missing = append(missing, p)
+		}
+	}
+
+	if o.Only != StepBuild {
+		want := slices.Clone(o.Packages)
+		for _, p := range missing {
+			want = append(want, p.Packages...)
+		}
+		need, err := notInstalled(want)
+		if err != nil {
+			return err
+		}
+		if len(need) > 0 {
+			if err := aptInstall(need, logf); err != nil {
+				return err
+			}
+			did = true
+		} else if len(o.Packages) > 0 {
+			logf("packages %s: there", strings.Join(o.Packages, " "))
+		}
+		// What a package provides must be there now; what is built is
+		// built next.
+		var left []Piece
+		for _, p := range missing {
+			if p.Build != nil {
+				left = append(left, p)
+				continue
+			}
+			path, err := p.Find()
+			if err != nil {
+				return fmt.Errorf("%s: still missing after apt-get install %s: %v", p.Name, strings.Join(p.Packages, " "), err)
+			}
+			logf("%s: installed (%s)", p.Name, path)
+		}
+		missing = left
+	}
+
+	if o.Only != StepPackages {
+		for _, p := range missing {
+			begun := time.Now()
+			if err := p.Build(logf); err != nil {
+				return fmt.Errorf("%s: %w", p.Name, err)
+			}
+			path, err := p.Find()
+			if err != nil {
+				return fmt.Errorf("%s: built, yet %v", p.Name, err)
+			}
+			logf("%s: built in %s (%s)", p.Name, time.Since(begun).Round(time.Second), path)
+			did = true
+		}
+		missing = nil
+	}
+
+	took := time.Since(start).Round(time.Millisecond)
+	if took > time.Second {
+		took = took.Round(100 * time.Millisecond)
+	}
+	switch {
+	case len(missing) > 0:
+		names := make([]string, len(missing))
+		for i, p := range missing {
+			names[i] = p.Name
+		}
+		logf("packages done in %s; left for the build step: %s", took, strings.Join(names, ", "))
+	case did:
+		logf("done in %s", took)
+	default:
+		logf("everything is there (%s)", took)
+	}
+	return nil
+}
+
+// notInstalled is pkgs less those dpkg says are installed, without
+// repeats, in their order.
+func notInstalled(pkgs []string) ([]string, error) {
+	var uniq []string
+	for _, p := range pkgs {
+		if !slices.Contains(uniq, p) {
+			uniq = append(uniq, p)
+		}
+	}
+	if len(uniq) == 0 {
+		return nil, nil
+	}
+	if _, err := exec.LookPath("dpkg-query"); err != nil {
+		return nil, fmt.Errorf("this machine has no dpkg-query (not Debian or Ubuntu): install %s with its package manager, or put the binaries on PATH", strings.Join(uniq, " "))
+	}
+	// dpkg-query exits 1 when it knows a package not at all; its lines
+	// for the others still say which are installed.
+	out, _ := exec.Command("dpkg-query", append([]string{"-W", "-f=${Package} ${Status}\n"}, uniq...)...).Output()
+	installed := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		name, status, ok := strings.Cut(line, " ")
+		if ok && status == "install ok installed" {
+			installed[name] = true
+		}
+	}
+	var need []string
+	for _, p := range uniq {
+		if !installed[p] {
+			need = append(need, p)
+		}
+	}
+	return need, nil
+}
+
+// aptInstall runs apt-get update and install, as root or through sudo.
+func aptInstall(pkgs []string, logf func(string, ...any)) error {
+	list := strings.Join(pkgs, " ")
+	if _, err := exec.LookPath("apt-get"); err != nil {
+		return fmt.Errorf("this machine has no apt-get: install %s with its package manager", list)
+	}
+	var prefix []string
+	how := "as root"
+	if os.Geteuid() != 0 {
+		if _, err := exec.LookPath("sudo"); err != nil {
+			return fmt.Errorf("apt-get install %s needs root or sudo, and there is no sudo", list)
+		}
+		prefix, how = []string{"sudo"}, "through sudo"
+	}
+	logf("installing %s with apt-get, %s", list, how)
+	start := time.Now()
+	// env sets the frontend for apt-get itself: sudo resets the
+	// environment it was started with.
+	apt := append(prefix, "env", "DEBIAN_FRONTEND=noninteractive", "apt-get")
+	if err := run(apt, "-qq", "update"); err != nil {
+		return err
+	}
+	if err := run(apt, append([]string{"install", "-y", "-qq", "--no-install-recommends"}, pkgs...)...); err != nil {
+		return err
+	}
+	logf("installed %s in %s", list, time.Since(start).Round(time.Second))
+	return nil
+}
+
+// run runs argv then args; see runCmd.
+func run(argv []string, args ...string) error {
+	all := append(slices.Clone(argv), args...)
+	cmd := exec.Command(all[0], all[1:]...)
+	cmd.Stdin = os.Stdin // sudo may ask for a password
+	return runCmd(cmd)
+}
+
+// runCmd runs cmd with what it writes kept, and shown (its last lines)
+// only when it fails.
+func runCmd(cmd *exec.Cmd) error {
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, tail(out.String(), 20))
+	}
+	return nil
+}
+
+// tail is the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,100 @@
+package nemesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+)
+
+// ErrCrashed is what a client gets where the nemesis crashed it: at a point,
+// or from every command and connection of its dead process.
+var ErrCrashed = errors.New("client crashed by the nemesis")
+
+// Dead reports whether the nemesis killed process.
+func (g *Gate) Dead(process int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.dead[process]
+}
+
+// kill ends process as a dying process ends: its connections close, none
+// opens again, every command fails. target and site say where it stood.
+func (g *Gate) kill(process int, target string, site *history.Site) {
+	g.mu.Lock()
+	g.dead[process] = true
+	conns := g.conns[process]
+	delete(g.conns, process)
+	if op := g.procs[process]; op != nil {
+		_ = op.p.Kill() // it may have exited already
+	}
+	g.mu.Unlock()
+	for c := range conns {
+		_ = c.Conn.Close() // already off the books
+	}
+	_ = record(g.rec, fault.Crash, &history.Value{Target: target, Site: site}, nil)
+}
+
+// CrashWaiter is a schedule step that, from at on, kills the first client
+// found inside an acquire that has lasted at least waited: a waiter, queued
+// or polling, whatever the lock does while it waits (S5).
+func (g *Gate) CrashWaiter(at, waited time.Duration) Step {
+	return Step{At: at, Name: fmt.Sprintf("crash the next client waiting %s in acquire", waited),
+		Do: func(ctx context.Context) error {
+			for {
+				g.mu.Lock()
+				victim, process := -1, 0
+				for c, s := range g.clients {
+					if s.op == history.Acquire && time.Since(s.since) >= waited && !g.dead[s.process] {
+						victim, process = c, s.process
+						break
+					}
+				}
+				g.mu.Unlock()
+				if victim >= 0 {
+					g.kill(process, fmt.Sprintf("process %d waiting in acquire", process), &history.Site{
+						Client: history.IDOf(victim), Process: history.IDOf(process), In: history.Acquire, Waiting: true})
+					return nil
+				}
+				if !sleep(ctx, 5*time.Millisecond) {
+					return nil
+				}
+			}
+		}}
+}
+
+// WhenAcquiring is a schedule step that, from at on, runs do once client
+// is inside an acquire: at once if it is, else as its next acquire begins,
+// in its own goroutine before the lock moves (an acquire that wins at once
+// lasts a few ms, too short to be caught by looking). A client inside an
+// acquire has no request to the store in flight: its last write was
+// answered. Removing a delay from its store link while a write is held
+// back lets that write land at once, ahead of a successor's, a race the
+// story did not tell.
+func (g *Gate) WhenAcquiring(at time.Duration, client int, name string, do func(context.Context) error) Step {
+	return Step{At: at, Name: fmt.Sprintf("%s, once client %d is inside an acquire", name, client),
+		Do: func(ctx context.Context) error {
+			done := make(chan error, 1)
+			run := func() { done <- do(ctx) }
+			g.mu.Lock()
+			if s := g.clients[client]; s != nil && s.op == history.Acquire {
+				g.mu.Unlock()
+				run()
+			} else {
+				g.atAcquire[client] = run
+				g.mu.Unlock()
+			}
+			select {
+			case err := <-done:
+				return err
+			case <-ctx.Done():
+				g.mu.Lock()
+				delete(g.atAcquire, client)
+				g.mu.Unlock()
+				return nil
+			}
+		}}
+}

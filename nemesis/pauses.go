@@ -1,0 +1,94 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+)
+
+// PauseClient stops client for d, whole: its connections freeze and it
+// waits at every point it reaches, its lock's watchdog included.
+func (g *Gate) PauseClient(client int, d time.Duration) {
+	g.freeze(client, d)
+	target, site := fmt.Sprintf("client %d", client), &history.Site{Client: history.IDOf(client)}
+	_ = record(g.rec, fault.Pause, &history.Value{Target: target, Duration: int64(d), Site: site}, nil)
+	time.AfterFunc(d, func() {
+		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Site: site}, nil)
+	})
+}
+
+// freeze pauses client for d: an OS process of its own is stopped; the
+// connections of one in this process freeze, and their reads and writes
+// already under way have their deadlines pushed back by d, so a frozen
+// process's pending read does not time out (the others wait at their next
+// Read or Write).
+func (g *Gate) freeze(client int, d time.Duration) {
+	g.mu.Lock()
+	if until := time.Now().Add(d); until.After(g.pauseUntil[client]) {
+		g.pauseUntil[client] = until
+	}
+	for _, op := range g.procs {
+		if op.client == client {
+			g.stopLocked(op)
+		}
+	}
+	var mine []*frozenConn
+	for _, cs := range g.conns {
+		for c := range cs {
+			if c.client == client {
+				mine = append(mine, c)
+			}
+		}
+	}
+	g.mu.Unlock()
+	for _, c := range mine {
+		c.extend(d)
+	}
+}
+
+// waitThaw blocks while client is paused and returns how long it waited.
+func (g *Gate) waitThaw(ctx context.Context, client int) time.Duration {
+	start := time.Now()
+	for {
+		g.mu.Lock()
+		rest := time.Until(g.pauseUntil[client])
+		g.mu.Unlock()
+		if rest <= 0 || !sleep(ctx, rest) {
+			return time.Since(start)
+		}
+	}
+}
+
+// pauseFor is how long trap t pauses process now that Then has run: Pause,
+// cut to end InLease before the process's lease, and recorded as starved
+// where that leaves less than MinPause.
+func (g *Gate) pauseFor(t Trap, process int, target string, site *history.Site) time.Duration {
+	if t.InLease <= 0 {
+		return t.Pause
+	}
+	deadline := g.rec.Deadline(process)
+	if deadline == 0 {
+		return t.Pause
+	}
+	left := time.Duration(deadline-g.rec.Now()) - t.InLease
+	pause := max(0, min(t.Pause, left))
+	if pause < t.MinPause {
+		_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf(
+			"the pause of %s could last only %s to end %s inside its lease, and the story needs %s",
+			target, max(0, left).Round(time.Millisecond), t.InLease, t.MinPause), Duration: int64(t.MinPause - pause), Site: site}, nil)
+	}
+	return pause
+}
+
+// sleep waits d, or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

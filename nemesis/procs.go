@@ -1,0 +1,60 @@
+package nemesis
+
+import (
+	"os"
+	"syscall"
+	"time"
+)
+
+// osProcess is a client process that runs as an OS process of its own.
+type osProcess struct {
+	client  int
+	p       *os.Process
+	stopped bool
+}
+
+// Attach tells the gate that process of client runs as OS process p (a
+// worker): from then on a pause of the client stops it with SIGSTOP and
+// resumes it with SIGCONT, so everything in it stops (timers, its
+// watchdog, the Go runtime), and a crash is SIGKILL, so nothing of it
+// survives and nothing needs its cooperation.
+func (g *Gate) Attach(client, process int, p *os.Process) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	op := &osProcess{client: client, p: p}
+	g.procs[process] = op
+	if time.Now().Before(g.pauseUntil[client]) {
+		g.stopLocked(op)
+	}
+}
+
+// Detach forgets process's OS process: it has exited.
+func (g *Gate) Detach(process int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.procs, process)
+}
+
+// stopLocked sends SIGSTOP and has SIGCONT follow when the client's pause
+// ends (however often it is extended meanwhile).
+func (g *Gate) stopLocked(op *osProcess) {
+	if op.stopped {
+		return
+	}
+	if err := op.p.Signal(syscall.SIGSTOP); err != nil {
+		return // it has exited: there is nothing to stop
+	}
+	op.stopped = true
+	var cont func()
+	cont = func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if rest := time.Until(g.pauseUntil[op.client]); rest > 0 {
+			time.AfterFunc(rest, cont)
+			return
+		}
+		op.stopped = false
+		_ = op.p.Signal(syscall.SIGCONT)
+	}
+	time.AfterFunc(time.Until(g.pauseUntil[op.client]), cont)
+}

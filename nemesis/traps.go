@@ -1,0 +1,169 @@
+package nemesis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+)
+
+// AnyClient lets a trap spring on whichever client reaches it first.
+const AnyClient = -1
+
+// Trap waits for the next client to reach a place, and then does one thing
+// to that client. The place is a command boundary on the client's own
+// connections (Command), which needs nothing from the lock, or a named
+// point that client code calls (Point: the workload's own, or one a user's
+// lock offers for what no command shows).
+type Trap struct {
+	// Command, when set, is the command boundary the trap stands at.
+	Command *Command
+	// Point is the named point, when Command is nil.
+	Point string
+	// Client is the client it waits for, or AnyClient.
+	Client int
+	// Pause stops the client for this long. The whole client stops: every
+	// connection it has freezes (no command leaves, replies wait; its
+	// lock's watchdog and pub/sub included), as a process in a
+	// stop-the-world pause does (Kleppmann's GC pause), unless Stall is set.
+	Pause time.Duration
+	// InLease, when set, ends the pause this long before the lease the
+	// client holds runs out (its acquire's recorded deadline), however long
+	// Then took: a story whose holder must wake inside its own lease keeps
+	// that order on a machine where a restart is slow. Pause is then the
+	// longest the pause lasts.
+	InLease time.Duration
+	// MinPause is the shortest pause the story can be told with: a pause
+	// that InLease cuts below it is recorded as a starved run
+	// (fault.Starved), whose verdict is not evidence.
+	MinPause time.Duration
+	// Stall pauses only the goroutine at the place: slow work while the
+	// rest of the client (its watchdog) lives.
+	Stall bool
+	// Crash kills the client's process there instead: the command does not
+	// go out (or its reply is never seen), every connection of the process
+	// is closed and no new one opens, as if the process died.
+	Crash bool
+	// Then runs when the trap springs, before the pause: how the nemesis
+	// acts at the exact moment a client stands there (bump a clock, kill a
+	// node while a holder is inside its critical section).
+	Then func(ctx context.Context, client, process int) error
+	// ThenName says what Then does, for the schedule listing ("jump n3's
+	// clock 5s forward"): a fault that happens inside a trap is still a
+	// line of the schedule a person reads.
+	ThenName string
+	// After runs when the pause ends.
+	After func(ctx context.Context, client, process int) error
+}
+
+// where says where the trap stands, for the schedule and the history.
+func (t Trap) where() string {
+	if t.Command != nil {
+		return t.Command.String()
+	}
+	return t.Point
+}
+
+// Arm sets a trap; traps at one place spring in the order they were armed.
+func (g *Gate) Arm(t Trap) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.traps = append(g.traps, t)
+}
+
+// Disarm removes every trap still armed: a fault phase that ends must not
+// leave one behind to spring in the next.
+func (g *Gate) Disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.traps = nil
+}
+
+// ArmStep is a schedule step that arms t at offset at.
+func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
+	what := fmt.Sprintf("pause %s", t.Pause)
+	switch {
+	case t.Crash:
+		what = "crash"
+	case t.Stall:
+		what = fmt.Sprintf("stall %s", t.Pause)
+	}
+	if t.InLease > 0 {
+		what += fmt.Sprintf(" (at most to %s before its lease ends)", t.InLease)
+	}
+	name := fmt.Sprintf("%s the next client at %s", what, t.where())
+	if t.ThenName != "" {
+		name += ", and there " + t.ThenName
+	}
+	return Step{At: at, Name: name,
+		Do: func(context.Context) error { g.Arm(t); return nil }}
+}
+
+// take removes and returns the first trap that fits.
+func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.takeLocked(client, fits)
+}
+
+// takeLocked is take with g.mu held.
+func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
+	for i, t := range g.traps {
+		if (t.Client == AnyClient || t.Client == client) && fits(t) {
+			g.traps = append(g.traps[:i], g.traps[i+1:]...)
+			return t, true
+		}
+	}
+	return Trap{}, false
+}
+
+// spring carries out trap t on process of client, standing at where: in
+// words, and as a site (its point, or its command boundary).
+func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where string, at history.Site) error {
+	target := fmt.Sprintf("process %d at %s", process, where)
+	site := &at
+	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
+	if t.Then != nil {
+		g.fail(t.Then(ctx, client, process))
+	}
+	if t.Crash {
+		g.kill(process, target, site)
+		return ErrCrashed
+	}
+	pause := g.pauseFor(t, process, target, site)
+	if pause > 0 {
+		f := fault.Pause
+		if t.Stall {
+			f = fault.Stall
+		} else {
+			g.freeze(client, pause)
+		}
+		_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(pause), Site: site}, nil)
+		sleep(ctx, pause)
+		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Site: site}, nil)
+	}
+	if t.After != nil {
+		g.fail(t.After(ctx, client, process))
+	}
+	return nil
+}
+
+// At is called by client code when process (of client) reaches a named
+// point. It returns at once unless a trap waits there or the client is
+// paused: then it pauses, or returns ErrCrashed and the caller must stop as
+// a dead process would.
+func (g *Gate) At(ctx context.Context, client, process int, point string) error {
+	if g == nil {
+		return nil
+	}
+	if g.Dead(process) {
+		return ErrCrashed
+	}
+	if t, ok := g.take(client, func(t Trap) bool { return t.Command == nil && t.Point == point }); ok {
+		return g.spring(ctx, t, client, process, point, history.Site{Point: point})
+	}
+	g.waitThaw(ctx, client)
+	return nil
+}

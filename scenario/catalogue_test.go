@@ -1,0 +1,51 @@
+package scenario
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/locktorture/locktorture/verdict"
+)
+
+func TestEveryScenarioIsWellFormed(t *testing.T) {
+	for _, name := range Names() {
+		s, _ := Lookup(name)
+		if s.Story == "" || s.Schedule == nil || len(s.Expect) == 0 {
+			t.Errorf("%s lacks a story, a schedule or expectations", name)
+		}
+		if s.MinTimeLimitTTLs > s.TimeLimitTTLs {
+			t.Errorf("%s: default time limit below its minimum", name)
+		}
+		for lock, e := range s.Expect {
+			if e.Why == "" {
+				t.Errorf("%s/%s: an expectation must cite its argument", name, lock)
+			}
+			switch {
+			case s.Random && e.Outcome == verdict.PromiseKept:
+			case s.Random:
+				t.Errorf("%s/%s: random runs are judged against the lock's claims (%s), got %q", name, lock, verdict.PromiseKept, e.Outcome)
+			case e.Outcome == verdict.Safe, e.Outcome == verdict.Unsafe, e.Outcome == verdict.LockUnsafe, e.Outcome == verdict.Deadlock, e.Outcome == verdict.Unfair:
+			default:
+				t.Errorf("%s/%s: unknown outcome %q", name, lock, e.Outcome)
+			}
+		}
+		// A story with a fault must say what proves it happened.
+		faultFree := map[string]bool{"baseline": true, "fair-order": true}
+		if !s.Random && !faultFree[name] && len(s.Requires) == 0 {
+			t.Errorf("%s: a story with a fault must list the nemesis actions it requires", name)
+		}
+	}
+}
+
+// Every anomaly kind a matrix expectation names is a word the parser knows.
+func TestObservationWordsCoverTheCatalogue(t *testing.T) {
+	for _, s := range catalogue() {
+		for lock, e := range s.Expect {
+			for _, o := range append(slices.Clone(e.Show), e.Hide...) {
+				if !slices.Contains(verdict.ObservationWords, o) {
+					t.Errorf("%s/%s: %q is not in verdict.ObservationWords", s.Name, lock, o)
+				}
+			}
+		}
+	}
+}

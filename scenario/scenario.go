@@ -1,0 +1,135 @@
+package scenario
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// Topology is how a scenario's lock nodes are set up.
+type Topology struct {
+	// Clock runs every lock node under libfaketime (node clock faults).
+	Clock bool
+	// Persistence is every lock node's.
+	Persistence cluster.Persistence
+	// Replicated gives the (single) lock node a replica that replicates
+	// through its own link; clients dial whichever is primary.
+	Replicated bool
+}
+
+// Env is what a scenario's schedule acts on.
+type Env struct {
+	TTL       time.Duration
+	TimeLimit time.Duration
+	Lock      string
+	Seed      int64
+	// Nodes are the lock nodes' names, in order; Clients the clients' peer
+	// names (client i is Clients[i]).
+	Nodes, Clients []string
+	Gate           *nemesis.Gate
+	Nemesis        *nemesis.Nemesis
+	// Primary is set in a replicated topology; Replica names the replica.
+	Primary *cluster.Primary
+	Replica string
+	// Clocks are the clients' own clocks.
+	Clocks []*nemesis.ClientClock
+}
+
+// Scenario is one failure story.
+type Scenario struct {
+	Name string
+	// Story tells what happens, in a sentence or two.
+	Story string
+	// TTL and Clients are defaults the flags may override; TimeLimitTTLs
+	// is the default time limit in TTLs, MinTimeLimitTTLs the shortest at
+	// which the story can play out.
+	TTL     time.Duration
+	Clients int
+	// ExactClients, when set, is the only client count the story works
+	// with (one client on each side of a partition).
+	ExactClients int
+	// Nodes, when set, is the only lock-node count the story is told with
+	// (its schedule names n1..n5); a lock on another count is refused.
+	Nodes            int
+	TimeLimitTTLs    float64
+	MinTimeLimitTTLs float64
+	Topology         Topology
+	// Expect says, for every lock the story applies to, what it must show.
+	Expect map[string]verdict.Expectation
+	// Fairness adds the fairness checker (the story is about order).
+	Fairness bool
+	// HoldTTLs is how long, in TTLs, each client works in its critical
+	// section (0: no time at all).
+	HoldTTLs float64
+	// WaiterTimeoutTTLs is a queued lock's waiter timeout, in TTLs (0: 2).
+	WaiterTimeoutTTLs float64
+	// Random marks the exploration scenario: not part of "all".
+	Random bool
+	// Alone, when set, says why the story's verdict hangs on timing that a
+	// busy machine would disturb: a matrix run in parallel gives it the
+	// machine to itself.
+	Alone string
+	// Requires lists the nemesis actions the story needs to have happened;
+	// the first is its fault, around which Traffic is counted. A run
+	// without them is vacuous.
+	Requires []fault.Evidence
+	// Traffic is the least traffic around the fault (zero: the default
+	// floor of verdict.Vacuity).
+	Traffic verdict.Traffic
+	// Schedule builds the faults.
+	Schedule func(*Env) (nemesis.Schedule, error)
+}
+
+// TimeLimit is the default time limit at ttl.
+func (s Scenario) TimeLimit(ttl time.Duration) time.Duration {
+	return time.Duration(s.TimeLimitTTLs * float64(ttl))
+}
+
+// MinTimeLimit is the shortest time limit at which the story can happen.
+func (s Scenario) MinTimeLimit(ttl time.Duration) time.Duration {
+	return time.Duration(s.MinTimeLimitTTLs * float64(ttl))
+}
+
+// WithDefaults fills in what a story leaves out: a story of a user's own
+// gets the same defaults as a built-in one.
+func (s Scenario) WithDefaults() Scenario {
+	if s.TTL == 0 {
+		s.TTL = 500 * time.Millisecond
+	}
+	if s.ExactClients > 0 {
+		s.Clients = s.ExactClients
+	}
+	if s.Clients == 0 {
+		s.Clients = 5
+	}
+	if s.TimeLimitTTLs == 0 {
+		s.TimeLimitTTLs = 6
+	}
+	if s.MinTimeLimitTTLs == 0 {
+		s.MinTimeLimitTTLs = s.TimeLimitTTLs
+	}
+	return s
+}
+
+// TTLs is n TTLs: schedules are told in TTLs so a story keeps its shape at
+// any -ttl.
+func (e *Env) TTLs(n float64) time.Duration { return time.Duration(n * float64(e.TTL)) }
+
+// Locks lists the locks a scenario has expectations for, sorted.
+func (s Scenario) Locks() []string {
+	return slices.Sorted(maps.Keys(s.Expect))
+}
+
+// WaiterTimeout is a queued lock's waiter timeout in a run of s: by
+// default 2 TTLs, short enough that a dead waiter's stall fits a run.
+func (s Scenario) WaiterTimeout(ttl time.Duration) time.Duration {
+	if s.WaiterTimeoutTTLs > 0 {
+		return time.Duration(s.WaiterTimeoutTTLs * float64(ttl))
+	}
+	return 2 * ttl
+}

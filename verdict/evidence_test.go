@@ -1,0 +1,68 @@
+package verdict
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+)
+
+// ops builds a history: n completed acquires every step from start, and the
+// nemesis ops given.
+func acquires(start, step int64, n int, typ history.Type) []history.Op {
+	var out []history.Op
+	for i := 0; i < n; i++ {
+		t := start + int64(i)*step
+		out = append(out, history.Op{Process: i % 3, Type: history.Invoke, F: history.Acquire, Key: "lock", Time: t},
+			history.Op{Process: i % 3, Type: typ, F: history.Acquire, Key: "lock", Time: t + 1})
+	}
+	return out
+}
+
+func nemesisOp(f fault.Op, site history.Site, at, dur int64, typ history.Type) history.Op {
+	return history.Op{Process: history.NemesisProcess, Type: typ, F: string(f), Time: at, Value: &history.Value{Site: &site, Duration: dur}}
+}
+
+func TestVacuity(t *testing.T) {
+	requires := []fault.Evidence{{Op: fault.Pause, Point: "before-write"}, {Op: fault.PartitionEnd}}
+	// Attempts that completed before (ok), during and after (failed) the pause.
+	busy := func(more ...history.Op) []history.Op {
+		return append(append(acquires(0, 10, 70, history.OK), acquires(700, 10, 80, history.Fail)...), more...)
+	}
+	atWrite := history.Site{Process: history.IDOf(2), Point: "before-write"}
+	pause := nemesisOp(fault.Pause, atWrite, 500, 400, history.OK)
+	healed := nemesisOp(fault.PartitionEnd, history.Site{All: true}, 2000, 0, history.OK)
+	cases := []struct {
+		name string
+		ops  []history.Op
+		want string // "" or a part of the reason
+	}{
+		{"every fault, traffic all round", busy(pause, healed), ""},
+		{"the pause never happened", busy(healed), "never happened: pause"},
+		{"a pause elsewhere is not this story's", busy(nemesisOp(fault.Pause, history.Site{Process: history.IDOf(2), Point: "before-release"}, 500, 400, history.OK), healed), "never happened: pause"},
+		{"a pause that failed is no evidence", busy(nemesisOp(fault.Pause, atWrite, 500, 400, history.Fail), healed), "never happened: pause"},
+		{"the partition was never healed", busy(pause), "never happened: partition-end"},
+		{"nobody worked before the fault", append(acquires(600, 10, 40, history.OK), nemesisOp(fault.Pause, atWrite, 100, 400, history.OK), healed), "before"},
+		{"nobody worked while it lasted", append(acquires(0, 10, 20, history.OK), nemesisOp(fault.Pause, atWrite, 1000, 400, history.OK), healed), "during"},
+		{"nobody worked after it", append(acquires(0, 10, 115, history.OK), nemesisOp(fault.Pause, atWrite, 1000, 130, history.OK), healed), "after"},
+	}
+	for _, c := range cases {
+		got := Vacuity(requires, Traffic{}, c.ops)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: vacuity %q, want %q", c.name, got, c.want)
+		}
+	}
+	if got := Vacuity(nil, Traffic{}, nil); got != "" {
+		t.Errorf("a story with no fault is never vacuous, got %q", got)
+	}
+}
+
+// A vacuous outcome matches no expectation, whatever the checkers said.
+func TestVacuousMatchesNothing(t *testing.T) {
+	for _, o := range []Outcome{Safe, Unsafe, LockUnsafe, Deadlock, Unfair, Vacuous} {
+		if Matches(Expectation{Outcome: o}, Vacuous, nil) {
+			t.Errorf("vacuous matched %s", o)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package verdict
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
+	"github.com/locktorture/locktorture/locks"
+)
+
+// Case is what one run is judged by: everything the judgement needs that
+// the history does not hold. A run stored on disk is judged again from its
+// history and the Case its scenario and lock give.
+type Case struct {
+	// Expected is what the lock must show.
+	Expected Expectation
+	// Checkers judge the history.
+	Checkers []checker.Checker
+	// Requires and Traffic say what proves the story happened (Vacuity).
+	Requires []fault.Evidence
+	Traffic  Traffic
+	// Limits is how late the harness may run before its verdict is not
+	// evidence.
+	Limits lateness.Limits
+	// Claims, when set, judges an exploration run against the lock's own
+	// fault model instead of Expected's outcome.
+	Claims *locks.Info
+}
+
+// Judgement is a run's verdict and why. Its fields are part of the
+// run's results.json.
+type Judgement struct {
+	Outcome  Outcome           `json:"outcome"`
+	Matched  bool              `json:"matched"`
+	Verdicts []checker.Verdict `json:"checkers"`
+	// Observations are the anomaly kinds and facts the verdicts show.
+	Observations []string `json:"observations"`
+	// Vacuous says why the story did not happen (a required fault never
+	// fired, or too little traffic around it); the outcome is then
+	// Vacuous, whatever the checkers found.
+	Vacuous string `json:"vacuous,omitempty"`
+	// Lateness is how late the harness ran from the run's start on: its
+	// timers and a node's replies window by window, and each fault's
+	// overrun (read from the history).
+	Lateness []lateness.Sample `json:"lateness"`
+	// Late says, when the lateness passed a limit, by how much and where,
+	// whether or not the verdict rested on it.
+	Late string `json:"late,omitempty"`
+	// Starved says why the run's verdict is not evidence (see starved); the
+	// outcome is then Starved, whatever the checkers found.
+	Starved string `json:"starved,omitempty"`
+	// Limits is what the lateness was judged by: a lock that bounds its
+	// own replies has a tighter Reply.
+	Limits lateness.Limits `json:"limits"`
+	// Finding (exploration) says how the lock broke its promise under
+	// faults it claims to survive; Explained, which unclaimed faults
+	// account for a broken promise that is therefore expected.
+	Finding   string `json:"finding,omitempty"`
+	Explained string `json:"explained,omitempty"`
+	// Semantics is the model the lock ops were checked against, which the
+	// timeline is drawn with.
+	Semantics checker.Semantics `json:"-"`
+}
+
+// Judge judges the history ops of a run whose clients were all up at
+// ready (harness ns; nothing before it is judged for timing) and whose
+// probe measured samples. Samples read from the history (a fault's
+// overrun) are dropped from samples and read again, so judging a stored
+// run again counts them once.
+func Judge(c Case, ops []history.Op, ready int64, samples []lateness.Sample) Judgement {
+	var j Judgement
+	for _, ch := range c.Checkers {
+		if l, ok := ch.(checker.Linearizable); ok {
+			j.Semantics = l.Semantics
+		}
+		j.Verdicts = append(j.Verdicts, ch.Check(ops))
+	}
+	j.Outcome = Sum(j.Verdicts)
+	j.Observations = Observations(j.Verdicts)
+	if j.Vacuous = Vacuity(c.Requires, c.Traffic, ops); j.Vacuous != "" {
+		j.Outcome = Vacuous
+	}
+	j.Lateness = append(slices.DeleteFunc(slices.Clone(samples), func(s lateness.Sample) bool { return s.Kind.FromHistory() }),
+		lateness.Faults(ops, ready)...)
+	// A starved run's story may not have happened as told, or happened in
+	// another order: that, not its vacuity, is what a reader needs to know.
+	j.Limits = c.Limits
+	j.Late = lateness.Over(j.Lateness, j.Limits)
+	passed := j.Outcome == Safe && faultFree(ops) && Matches(c.Expected, j.Outcome, j.Observations)
+	if j.Starved = starved(lateness.Unfitted(ops), j.Late, passed); j.Starved != "" {
+		j.Outcome = Starved
+	}
+	j.Matched = Matches(c.Expected, j.Outcome, j.Observations)
+	if c.Claims != nil {
+		j.judgeClaims(*c.Claims, ops)
+	}
+	return j
+}
+
+// starved says why a run's verdict is not evidence, or "" when it is. A
+// fault the gate could not fit (unfitted) means the story did not happen as
+// told, so nothing the run shows counts. A harness that ran late (late)
+// can move a fault's window: a pause that overran, a successor's acquire
+// stalled until the sleeper has woken, RedLock replies past its per-node
+// timeout that fail the very grant a story needs. So lateness starves a
+// violation or a stall it could have made, and a pass it could have
+// caused by moving a window. It starves every verdict but one: passed, a
+// run in which the nemesis did nothing, every checker passed and the run
+// showed what it was expected to. With no fault there is no window to
+// move, and a stalled client is not a violation.
+func starved(unfitted, late string, passed bool) string {
+	switch {
+	case unfitted != "" && late != "":
+		return unfitted + "; " + late
+	case unfitted != "":
+		return unfitted
+	case late != "" && !passed:
+		return late
+	}
+	return ""
+}
+
+// faultFree says whether the nemesis did nothing in the run, read from
+// what it recorded rather than from the story's schedule.
+func faultFree(ops []history.Op) bool {
+	return !slices.ContainsFunc(ops, func(op history.Op) bool { return op.Process == history.NemesisProcess })
+}
+
+// Sum sums verdicts up in the words expectations use: undecided if any
+// checker could not decide, else the outcome checker.Severities gives the
+// most serious checker that failed (a corrupted resource, then a violated
+// lock, then a stuck one, then an unfair one), else safe.
+func Sum(vs []checker.Verdict) Outcome {
+	if slices.ContainsFunc(vs, func(v checker.Verdict) bool { return v.Valid == checker.Unknown }) {
+		return Undecided
+	}
+	if s, ok := checker.Worst(vs); ok {
+		return Outcome(s.Outcome)
+	}
+	return Safe
+}
+
+// Observations lists, sorted, the anomaly kinds the verdicts report and
+// StaleWriteRejected when the fenced store refused a write.
+func Observations(vs []checker.Verdict) []string {
+	seen := map[string]bool{}
+	for _, v := range vs {
+		for kind := range v.Counts {
+			seen[kind] = true
+		}
+		if v.Details.StaleWritesRejected > 0 {
+			seen[StaleWriteRejected] = true
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for o := range seen {
+		out = append(out, o)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Verdict returns the named checker's verdict.
+func (j *Judgement) Verdict(name checker.Name) (checker.Verdict, bool) {
+	for _, v := range j.Verdicts {
+		if v.Checker == name {
+			return v, true
+		}
+	}
+	return checker.Verdict{}, false
+}
