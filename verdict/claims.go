@@ -18,10 +18,21 @@ import (
 // Anomalies with the promise kept (a client that outlived its lease, K1)
 // are what the promise never covered, and said so.
 func (j *Judgement) judgeClaims(info locks.Info, ops []history.Op) {
-	promise := "promise-broken"
+	// A lock that gives deadlines breaks its promise two ways the promise
+	// checker tells apart: two holders promised the key at once, or its
+	// holder's release refused while the key was still promised to it
+	// (lease-lost). Either alone is the lock's own failure.
+	promises := []string{"promise-broken", "lease-lost"}
 	if v, ok := j.Verdict(checker.PromiseName); ok && v.Details.Promises == 0 {
-		promise = "double-holder"
+		promises = []string{"double-holder"}
 	}
+	var broken []string
+	for _, p := range promises {
+		if slices.Contains(j.Observations, p) {
+			broken = append(broken, p)
+		}
+	}
+	promise := strings.Join(broken, " and ")
 	var drawn, unclaimed []string
 	for _, f := range fault.KindsIn(ops) {
 		drawn = append(drawn, string(f))
@@ -32,7 +43,7 @@ func (j *Judgement) judgeClaims(info locks.Info, ops []history.Op) {
 	j.Matched = j.Outcome.Judged()
 	switch {
 	case !j.Matched || j.Outcome == Safe:
-	case !slices.Contains(j.Observations, promise):
+	case len(broken) == 0:
 		j.Explained = fmt.Sprintf("%s with its promise kept under %s: clients outlived their leases, which no promise covers",
 			j.Outcome, orNone(drawn))
 	case len(unclaimed) == 0:

@@ -4,12 +4,15 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/lateness"
+	"github.com/locktorture/locktorture/locks"
 )
 
 func verdicts(valid map[string]checker.Validity) []checker.Verdict {
@@ -148,6 +151,50 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		}
 		if r.Matched != (c.wantOutcome == e.Outcome && c.expect != SafeShowing) {
 			t.Errorf("%s: matched %v", c.name, r.Matched)
+		}
+	}
+}
+
+// Exploration holds a lock to its promise both ways the promise checker
+// tells: a release refused while the key was still promised to its holder
+// (lease-lost) is the lock's failure as much as two holders promised at
+// once. Under faults the lock claims to survive it is a finding; with an
+// unclaimed fault drawn it is explained; refused after the deadline, the
+// lease only ran out and the promise was kept.
+func TestExplorationCountsALostLeaseAsABrokenPromise(t *testing.T) {
+	ms := int64(time.Millisecond)
+	run := func(refusedAt int64, faults ...fault.Op) []history.Op {
+		ops := []history.Op{
+			{Process: 0, Type: history.Invoke, F: history.Acquire, Key: "lock", Time: 0},
+			{Process: 0, Type: history.OK, F: history.Acquire, Key: "lock", Time: ms, Value: &history.Value{Token: "a", Deadline: 500 * ms}},
+			{Process: 0, Type: history.Invoke, F: history.Release, Key: "lock", Time: refusedAt - ms},
+			{Process: 0, Type: history.Fail, F: history.Release, Key: "lock", Time: refusedAt, Error: "not held"},
+		}
+		for i, f := range faults {
+			ops = append(ops, nemesisOp(f, history.Site{}, int64(i+2)*ms, 0, history.OK))
+		}
+		slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+		for i := range ops {
+			ops[i].Index = int64(i)
+		}
+		return ops
+	}
+	claims := &locks.Info{Name: "lease", Claims: []fault.Kind{fault.ClientPause}}
+	c := Case{Expected: Expectation{Outcome: PromiseKept}, Checkers: []checker.Checker{checker.Intervals{}, checker.Promise{}}, Claims: claims}
+	cases := []struct {
+		name             string
+		ops              []history.Op
+		finding, explain string
+	}{
+		{"refused within the lease, under a claimed fault", run(100*ms, fault.Pause), "lease-lost: lease broke its promise under client-pause", ""},
+		{"refused within the lease, with an unclaimed fault", run(100*ms, fault.Pause, fault.Kill), "", "lease-lost, explained by node-crash"},
+		{"refused after the deadline", run(600*ms, fault.Pause), "", ""},
+	}
+	for _, tc := range cases {
+		j := Judge(c, tc.ops, 0, nil)
+		if !strings.HasPrefix(j.Finding, tc.finding) || (tc.finding == "") != (j.Finding == "") ||
+			!strings.HasPrefix(j.Explained, tc.explain) || j.Matched != (tc.finding == "") {
+			t.Errorf("%s: outcome %s %v, matched %v, finding %q, explained %q", tc.name, j.Outcome, j.Observations, j.Matched, j.Finding, j.Explained)
 		}
 	}
 }

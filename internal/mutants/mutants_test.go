@@ -5,9 +5,9 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 
+	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/internal/mutants"
 	"github.com/locktorture/locktorture/locks"
@@ -95,9 +95,12 @@ func TestMutantStoriesPassTheCorrectLock(t *testing.T) {
 // Random exploration finds the split release by itself: seed 2 draws three
 // pauses between the commands of a release, the GET-then-DEL mutant breaks
 // its promise under faults a lock like it claims to survive (what set-nx-px
-// claims), and the correct lock, under the same schedule, does not. Each
-// late DEL lands between two holders about one time in eight (16 of 120);
-// three traps, not one, is what keeps a miss of all of them rare.
+// claims), and the correct lock, under the same schedule, does not. A late
+// DEL that deletes the next holder's key has that holder's release refused
+// while its lease is still promised (lease-lost), whether or not a third
+// client gets in before it ends (promise-broken, a race the holder's short
+// work often wins). With holders working a tenth of a TTL the key is held
+// when the DEL lands nearly every time, and seed 2 draws three such traps.
 func TestRandomFindsTheSplitRelease(t *testing.T) {
 	setnxpx, err := locks.Lookup("set-nx-px")
 	if err != nil {
@@ -110,7 +113,10 @@ func TestRandomFindsTheSplitRelease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		found := !res.Matched && strings.Contains(res.Finding, "promise-broken")
+		found := !res.Matched && res.Finding != ""
+		if v, ok := res.Verdict(checker.PromiseName); ok {
+			t.Logf("random seed 2, %s: %s %v, promise %v; finding %q, explained %q", m.Name, res.Outcome, res.Observations, v.Counts, res.Finding, res.Explained)
+		}
 		if found != (m.Name == "get-then-del") {
 			t.Errorf("random seed 2, %s: outcome %s %v, matched %v, finding %q, explained %q", m.Name, res.Outcome, res.Observations, res.Matched, res.Finding, res.Explained)
 		}
