@@ -34,10 +34,10 @@ func TestClosedConnectionsLeaveTheBooks(t *testing.T) {
 		t.Fatal(err)
 	}
 	g.mu.Lock()
-	n := len(g.conns)
+	n := len(g.procs)
 	g.mu.Unlock()
 	if n != 1 {
-		t.Fatalf("the gate keeps connections of %d processes, want only the live one", n)
+		t.Fatalf("the gate keeps %d processes, want only the live one", n)
 	}
 	g.freeze(0, 10*time.Millisecond) // walks only the live connection
 }

@@ -18,18 +18,23 @@ var ErrCrashed = errors.New("client crashed by the nemesis")
 func (g *Gate) Dead(process int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.dead[process]
+	return g.deadLocked(process)
 }
 
 // kill ends process as a dying process ends: its connections close, none
 // opens again, every command fails. target and site say where it stood.
 func (g *Gate) kill(process int, target string, site *history.Site) {
 	g.mu.Lock()
-	g.dead[process] = true
-	conns := g.conns[process]
-	delete(g.conns, process)
-	if op := g.procs[process]; op != nil {
-		_ = op.p.Kill() // it may have exited already
+	p := g.procs[process]
+	if p == nil { // never dialled: it may still, and must find itself dead
+		p = &proc{client: -1}
+		g.procs[process] = p
+	}
+	p.dead = true
+	conns := p.conns
+	p.conns = nil
+	if p.os != nil {
+		_ = p.os.p.Kill() // it may have exited already
 	}
 	g.mu.Unlock()
 	for c := range conns {
@@ -48,8 +53,8 @@ func (g *Gate) CrashWaiter(at, waited time.Duration) Step {
 				g.mu.Lock()
 				victim, process := -1, 0
 				for c, s := range g.clients {
-					if s.op == history.Acquire && time.Since(s.since) >= waited && !g.dead[s.process] {
-						victim, process = c, s.process
+					if op := s.op; op != nil && op.f == history.Acquire && time.Since(op.since) >= waited && !g.deadLocked(op.process) {
+						victim, process = c, op.process
 						break
 					}
 				}
@@ -80,11 +85,11 @@ func (g *Gate) WhenAcquiring(at time.Duration, client int, name string, do func(
 			done := make(chan error, 1)
 			run := func() { done <- do(ctx) }
 			g.mu.Lock()
-			if s := g.clients[client]; s != nil && s.op == history.Acquire {
+			if c := g.clientLocked(client); c.op != nil && c.op.f == history.Acquire {
 				g.mu.Unlock()
 				run()
 			} else {
-				g.atAcquire[client] = run
+				c.atAcquire = run
 				g.mu.Unlock()
 			}
 			select {
@@ -92,7 +97,7 @@ func (g *Gate) WhenAcquiring(at time.Duration, client int, name string, do func(
 				return err
 			case <-ctx.Done():
 				g.mu.Lock()
-				delete(g.atAcquire, client)
+				g.clientLocked(client).atAcquire = nil
 				g.mu.Unlock()
 				return nil
 			}

@@ -16,34 +16,88 @@ import (
 // Its families each have a file: traps.go (where a client is caught),
 // pauses.go, crashes.go, procs.go (clients as OS processes) and hook.go
 // (the connections' side).
+//
+// What it knows is kept two ways, because a client outlives its processes
+// (a crashed client goes on as a new process): a pause is the client's, a
+// death and the connections to close with it are one process's.
 type Gate struct {
 	rec *history.Recorder
 
-	mu         sync.Mutex
-	traps      []Trap
-	pauseUntil map[int]time.Time
-	clients    map[int]*clientState
-	dead       map[int]bool
-	conns      map[int]map[*frozenConn]bool
-	procs      map[int]*osProcess
-	// atAcquire runs in a client's next Begin of an acquire (WhenAcquiring).
-	atAcquire map[int]func()
-	err       error
+	mu      sync.Mutex
+	traps   []Trap
+	clients map[int]*client
+	procs   map[int]*proc
+	err     error
 }
 
-// clientState is what the gate knows of a client's current lock op.
-type clientState struct {
+// client is what the gate knows of one client, across its processes.
+type client struct {
+	// pauseUntil is when its pause ends (PauseClient, a trap's pause).
+	pauseUntil time.Time
+	// op is its current lock op, nil before its first.
+	op *currentOp
+	// atAcquire runs in its next Begin of an acquire (WhenAcquiring).
+	atAcquire func()
+}
+
+// currentOp is a client's current lock op, as the traps select it.
+type currentOp struct {
 	process int
-	op      string
+	f       string
 	since   time.Time
 	cmds    []sent
 }
 
+// proc is what the gate knows of one process of a client.
+type proc struct {
+	client int
+	dead   bool
+	// conns are its open connections, closed when it is killed and
+	// frozen when its client is paused.
+	conns map[*frozenConn]bool
+	// os is set while it runs as an OS process of its own (Attach).
+	os *osProcess
+}
+
 // NewGate records its actions in rec.
 func NewGate(rec *history.Recorder) *Gate {
-	return &Gate{rec: rec, pauseUntil: map[int]time.Time{}, clients: map[int]*clientState{},
-		dead: map[int]bool{}, conns: map[int]map[*frozenConn]bool{}, procs: map[int]*osProcess{},
-		atAcquire: map[int]func(){}}
+	return &Gate{rec: rec, clients: map[int]*client{}, procs: map[int]*proc{}}
+}
+
+// clientLocked is what the gate knows of client c, made on first use.
+func (g *Gate) clientLocked(c int) *client {
+	s := g.clients[c]
+	if s == nil {
+		s = &client{}
+		g.clients[c] = s
+	}
+	return s
+}
+
+// procLocked is what the gate knows of process of client c, made on first
+// use.
+func (g *Gate) procLocked(c, process int) *proc {
+	p := g.procs[process]
+	if p == nil {
+		p = &proc{client: c}
+		g.procs[process] = p
+	}
+	return p
+}
+
+// forgetLocked drops a process with nothing left to freeze or refuse: long
+// runs retire thousands of processes, and every pause walks those kept. A
+// killed one is kept, so it can never connect again.
+func (g *Gate) forgetLocked(process int) {
+	if p := g.procs[process]; p != nil && !p.dead && p.os == nil && len(p.conns) == 0 {
+		delete(g.procs, process)
+	}
+}
+
+// deadLocked reports whether the nemesis killed process.
+func (g *Gate) deadLocked(process int) bool {
+	p := g.procs[process]
+	return p != nil && p.dead
 }
 
 // Err is the first error a trap's Then or After returned: a fault that
@@ -69,11 +123,11 @@ func (g *Gate) fail(err error) {
 // (history.Acquire or history.Release): command traps select by it.
 func (g *Gate) Begin(client, process int, f string) {
 	g.mu.Lock()
-	g.clients[client] = &clientState{process: process, op: f, since: time.Now()}
+	c := g.clientLocked(client)
+	c.op = &currentOp{process: process, f: f, since: time.Now()}
 	var run func()
 	if f == history.Acquire {
-		run = g.atAcquire[client]
-		delete(g.atAcquire, client)
+		run, c.atAcquire = c.atAcquire, nil
 	}
 	g.mu.Unlock()
 	if run != nil {
@@ -86,8 +140,8 @@ func (g *Gate) Begin(client, process int, f string) {
 func (g *Gate) End(client, process int) (crashed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if s := g.clients[client]; s != nil && s.process == process {
-		s.op, s.cmds = "", nil
+	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
+		c.op.f, c.op.cmds = "", nil
 	}
-	return g.dead[process]
+	return g.deadLocked(process)
 }

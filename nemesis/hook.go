@@ -49,13 +49,14 @@ func (h *hook) DialHook(next redis.DialHook) redis.DialHook {
 		}
 		fc := &frozenConn{Conn: c, g: h.g, client: h.client, process: h.process}
 		h.g.mu.Lock()
-		dead := h.g.dead[h.process]
-		if !dead {
-			if h.g.conns[h.process] == nil {
-				h.g.conns[h.process] = map[*frozenConn]bool{}
+		p := h.g.procLocked(h.client, h.process)
+		if !p.dead {
+			if p.conns == nil {
+				p.conns = map[*frozenConn]bool{}
 			}
-			h.g.conns[h.process][fc] = true
+			p.conns[fc] = true
 		}
+		dead := p.dead
 		h.g.mu.Unlock()
 		if dead {
 			_ = c.Close()
@@ -132,11 +133,11 @@ func crashed(cmds []redis.Cmder) error {
 func (g *Gate) Sending(client, process int, cmds [][]string) []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	s := g.clients[client]
-	if s == nil {
-		s = &clientState{process: process}
-		g.clients[client] = s
+	c := g.clientLocked(client)
+	if c.op == nil {
+		c.op = &currentOp{process: process}
 	}
+	s := c.op
 	at := make([]int, len(cmds))
 	for i, c := range cmds {
 		at[i] = -1
@@ -159,7 +160,10 @@ func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succ
 	// sends, and the commands of the op's other goroutines (RedLock's
 	// nodes) change them meanwhile.
 	g.mu.Lock()
-	s := g.clients[client]
+	var s *currentOp
+	if c := g.clients[client]; c != nil {
+		s = c.op
+	}
 	if s == nil || s.process != process || i < 0 || i >= len(s.cmds) {
 		g.mu.Unlock()
 		return nil
@@ -169,9 +173,9 @@ func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succ
 	}
 	t, ok := g.takeLocked(client, func(t Trap) bool {
 		c := t.Command
-		return c != nil && c.Reply == reply && c.selects(s.op, s.cmds, i) && (!c.Succeeded || succeeded)
+		return c != nil && c.Reply == reply && c.selects(s.f, s.cmds, i) && (!c.Succeeded || succeeded)
 	})
-	name, in := s.cmds[i].args[0], s.op
+	name, in := s.cmds[i].args[0], s.f
 	g.mu.Unlock()
 	if !ok {
 		return nil
@@ -226,11 +230,9 @@ func (c *frozenConn) busy(flag *bool, on bool) {
 // nothing for later pauses to walk through.
 func (c *frozenConn) Close() error {
 	c.g.mu.Lock()
-	if cs := c.g.conns[c.process]; cs != nil {
-		delete(cs, c)
-		if len(cs) == 0 {
-			delete(c.g.conns, c.process)
-		}
+	if p := c.g.procs[c.process]; p != nil {
+		delete(p.conns, c)
+		c.g.forgetLocked(c.process)
 	}
 	c.g.mu.Unlock()
 	return c.Conn.Close()

@@ -27,20 +27,19 @@ func (g *Gate) PauseClient(client int, d time.Duration) {
 // Read or Write).
 func (g *Gate) freeze(client int, d time.Duration) {
 	g.mu.Lock()
-	if until := time.Now().Add(d); until.After(g.pauseUntil[client]) {
-		g.pauseUntil[client] = until
-	}
-	for _, op := range g.procs {
-		if op.client == client {
-			g.stopLocked(op)
-		}
+	if c, until := g.clientLocked(client), time.Now().Add(d); until.After(c.pauseUntil) {
+		c.pauseUntil = until
 	}
 	var mine []*frozenConn
-	for _, cs := range g.conns {
-		for c := range cs {
-			if c.client == client {
-				mine = append(mine, c)
-			}
+	for _, p := range g.procs {
+		if p.client != client {
+			continue
+		}
+		if p.os != nil {
+			g.stopLocked(p.os)
+		}
+		for c := range p.conns {
+			mine = append(mine, c)
 		}
 	}
 	g.mu.Unlock()
@@ -54,7 +53,7 @@ func (g *Gate) waitThaw(ctx context.Context, client int) time.Duration {
 	start := time.Now()
 	for {
 		g.mu.Lock()
-		rest := time.Until(g.pauseUntil[client])
+		rest := time.Until(g.clientLocked(client).pauseUntil)
 		g.mu.Unlock()
 		if rest <= 0 || !sleep(ctx, rest) {
 			return time.Since(start)

@@ -22,8 +22,8 @@ func (g *Gate) Attach(client, process int, p *os.Process) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	op := &osProcess{client: client, p: p}
-	g.procs[process] = op
-	if time.Now().Before(g.pauseUntil[client]) {
+	g.procLocked(client, process).os = op
+	if time.Now().Before(g.clientLocked(client).pauseUntil) {
 		g.stopLocked(op)
 	}
 }
@@ -32,7 +32,10 @@ func (g *Gate) Attach(client, process int, p *os.Process) {
 func (g *Gate) Detach(process int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	delete(g.procs, process)
+	if p := g.procs[process]; p != nil {
+		p.os = nil
+		g.forgetLocked(process)
+	}
 }
 
 // stopLocked sends SIGSTOP and has SIGCONT follow when the client's pause
@@ -49,12 +52,12 @@ func (g *Gate) stopLocked(op *osProcess) {
 	cont = func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if rest := time.Until(g.pauseUntil[op.client]); rest > 0 {
+		if rest := time.Until(g.clientLocked(op.client).pauseUntil); rest > 0 {
 			time.AfterFunc(rest, cont)
 			return
 		}
 		op.stopped = false
 		_ = op.p.Signal(syscall.SIGCONT)
 	}
-	time.AfterFunc(time.Until(g.pauseUntil[op.client]), cont)
+	time.AfterFunc(time.Until(g.clientLocked(op.client).pauseUntil), cont)
 }

@@ -99,38 +99,28 @@ func focus(r *engine.Result) int64 {
 	return 0
 }
 
-// annotations are the nemesis actions, store ops and anomalies that touch
-// [from, to].
+// annotations are the faults, store ops and anomalies that touch [from,
+// to]. The faults are paired as everywhere else in the report (Faults): a
+// fault that lasts is a shaded span, an instant a point.
 func annotations(r *engine.Result, from, to int64) []porcupine.Annotation {
 	var out []porcupine.Annotation
 	in := func(start, end int64) bool { return end >= from && start <= to }
-	var pauseStart *history.Op
+	for _, f := range Faults(r.Ops) {
+		if !in(f.Start, f.End) {
+			continue
+		}
+		a := porcupine.Annotation{Tag: "nemesis", Start: f.Start, Description: f.Text()}
+		if f.End > f.Start {
+			a.End, a.BackgroundColor = f.End, "#f6d5a8"
+		}
+		out = append(out, a)
+	}
 	for _, p := range history.Pairs(r.Ops) {
 		inv, c := p.Invoke, p.Completion
-		switch {
-		case inv.Process == history.NemesisProcess && inv.F == history.Pause:
-			op := inv
-			pauseStart = &op
-		case inv.Process == history.NemesisProcess && inv.F == history.Resume && pauseStart != nil:
-			if in(pauseStart.Time, inv.Time) {
-				out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time, End: inv.Time,
-					Description: "pause " + pauseStart.Value.Target, BackgroundColor: "#f6d5a8"})
-			}
-			pauseStart = nil
-		case inv.Process == history.NemesisProcess:
-			if in(inv.Time, inv.Time) {
-				out = append(out, porcupine.Annotation{Tag: "nemesis", Start: inv.Time, Description: inv.F + " " + target(inv)})
-			}
-		case (inv.F == history.Write || inv.F == history.Read) && c != nil:
-			if in(inv.Time, c.Time) {
-				out = append(out, porcupine.Annotation{ClientId: inv.Process, Start: inv.Time, End: c.Time,
-					Description: describeStoreOp(inv, *c), BackgroundColor: storeColor(c.Type)})
-			}
+		if (inv.F == history.Write || inv.F == history.Read) && c != nil && in(inv.Time, c.Time) {
+			out = append(out, porcupine.Annotation{ClientId: inv.Process, Start: inv.Time, End: c.Time,
+				Description: describeStoreOp(inv, *c), BackgroundColor: storeColor(c.Type)})
 		}
-	}
-	if pauseStart != nil && pauseStart.Time <= to {
-		out = append(out, porcupine.Annotation{Tag: "nemesis", Start: pauseStart.Time,
-			Description: "pause " + pauseStart.Value.Target + " (no resume recorded)", BackgroundColor: "#f6d5a8"})
 	}
 	for _, v := range r.Verdicts {
 		for _, a := range v.Anomalies {

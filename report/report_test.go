@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -156,6 +157,20 @@ func TestReportOfARealRun(t *testing.T) {
 	res.Matched = true
 	if err := report.Write(res); err != nil {
 		t.Fatal(err)
+	}
+	// The timeline shades the pause from its start to its resume, paired
+	// as the summary pairs it.
+	// (porcupine draws times by their order, not their values).
+	timeline, _ := os.ReadFile(filepath.Join(res.Dir, "timeline.html"))
+	span := regexp.MustCompile(`"Tag":"nemesis","Start":(\d+),"End":(\d+),"Description":"pause process`).FindSubmatch(timeline)
+	if span == nil {
+		t.Error("timeline.html does not show the pause")
+	} else {
+		start, _ := strconv.Atoi(string(span[1]))
+		end, _ := strconv.Atoi(string(span[2]))
+		if end <= start {
+			t.Errorf("timeline.html shows the pause as a point, from %d to %d", start, end)
+		}
 	}
 	page, _ := os.ReadFile(filepath.Join(res.Dir, "index.html"))
 	if n := bytes.Count(page, []byte("meanwhile the nemesis: pause process")); n != 1 {
