@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -57,7 +58,7 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 	fails := map[string][]int64{}
 	for _, op := range ops {
 		// The starved note is the gate's word on the run, not a fault.
-		if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.F != history.Starved {
+		if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.F != string(fault.Starved) {
 			nemesisAt = append(nemesisAt, op.Time) // in time order, as recorded
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/checker"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
@@ -70,7 +71,7 @@ func TestPausedHolderReproduces(t *testing.T) {
 	// the double holders, not some bystander.
 	paused := -2
 	for _, op := range res.Ops {
-		if op.Process == history.NemesisProcess && op.F == history.Pause && op.Type == history.Invoke {
+		if op.Process == history.NemesisProcess && op.F == string(fault.Pause) && op.Type == history.Invoke {
 			if _, err := fmt.Sscanf(op.Value.Target, "process %d", &paused); err != nil {
 				t.Fatal(err)
 			}

@@ -7,6 +7,7 @@
 package fault
 
 import (
+	"encoding/json"
 	"slices"
 
 	"github.com/locktorture/locktorture/history"
@@ -15,8 +16,7 @@ import (
 // Op is a nemesis op's name as the history records it (history.Op.F).
 type Op string
 
-// Every op the nemesis records. Pause, Resume and Starved are spelt by
-// package history too, for the packages that read them alone.
+// Every op the nemesis records.
 const (
 	// PartitionStart cuts the links of a grudge (Site.Cut), or one
 	// direction of one link (Site.Peer, Node, Direction).
@@ -56,18 +56,18 @@ const (
 	ClockSkew Op = "clock-skew"
 	// Pause stops a client whole, every connection and its watchdog
 	// with it, for Value.Duration.
-	Pause Op = history.Pause
+	Pause Op = "pause"
 	// Stall stops only the goroutine at the site, for Value.Duration:
 	// slow work while the rest of the client lives.
 	Stall Op = "stall"
 	// Resume ends a pause or a stall.
-	Resume Op = history.Resume
+	Resume Op = "resume"
 	// Crash kills a client's process: its connections close, none opens
 	// again.
 	Crash Op = "crash"
 	// Starved notes a pause the gate could not fit where its story needs
 	// it: a word on the run, not a fault.
-	Starved Op = history.Starved
+	Starved Op = "starved"
 )
 
 // Kind is a kind of fault a lock may claim to survive: its fault model.
@@ -237,4 +237,22 @@ func KindsIn(ops []history.Op) []Kind {
 		}
 	}
 	return out
+}
+
+// Place is what a nemesis op acted on, as a key that pairs a fault with
+// its end: the op's site, less the direction of a link (how the link is
+// cut or slowed, not which link). An op recorded before sites has none
+// (""): the faults of such a history pair by op alone, right wherever one
+// fault of an op is on at a time.
+func Place(op history.Op) string {
+	if op.Value == nil || op.Value.Site == nil {
+		return ""
+	}
+	s := *op.Value.Site
+	s.Direction = ""
+	b, err := json.Marshal(s)
+	if err != nil {
+		return "" // a Site always encodes: strings, numbers, a map of strings
+	}
+	return string(b)
 }

@@ -120,14 +120,6 @@ func TestKindOf(t *testing.T) {
 	}
 }
 
-// The history package spells Pause, Resume and Starved too; the table's
-// are the same ops.
-func TestHistorySpellsTheSameOps(t *testing.T) {
-	if Pause != history.Pause || Resume != history.Resume || Starved != history.Starved {
-		t.Fatal("fault and history name a nemesis op differently")
-	}
-}
-
 func nemesisOp(f Op, typ history.Type, site *history.Site) history.Op {
 	return history.Op{Process: history.NemesisProcess, Type: typ, F: string(f), Value: &history.Value{Site: site}}
 }

@@ -34,22 +34,13 @@ const (
 // in the same history as client ops.
 const NemesisProcess = -1
 
-// Function names shared by workloads, nemeses and checkers. Pause,
-// Resume and Starved are nemesis ops, spelt here for the packages that
-// read them without the rest of the nemesis vocabulary; package fault
-// holds every nemesis op with its meaning.
+// Function names of the clients' ops, shared by workloads and checkers.
+// The nemesis's ops are package fault's.
 const (
 	Acquire = "acquire"
 	Release = "release"
 	Read    = "read"
 	Write   = "write"
-	Pause   = "pause"
-	Resume  = "resume"
-	// Starved is the nemesis op the gate records when a fault could not be
-	// fitted where its story needs it (a pause that must end inside a lease
-	// found too little of the lease left after the work before it): a note
-	// that the run cannot tell its story on this machine, not a fault.
-	Starved = "starved"
 )
 
 // Value carries what an op was about. Fields are optional; which ones are set

@@ -118,7 +118,7 @@ func TestSiteRoundTrip(t *testing.T) {
 	var buf bytes.Buffer
 	r := NewRecorder(&buf, 0)
 	at := &Site{Client: IDOf(0), Process: IDOf(7), Command: "get", Reply: true, In: Release}
-	r.Add(Op{Process: NemesisProcess, Type: OK, F: Pause, Value: &Value{Target: "process 7 at …", Site: at}})
+	r.Add(Op{Process: NemesisProcess, Type: OK, F: "pause", Value: &Value{Target: "process 7 at …", Site: at}})
 	cut := &Site{Cut: map[string][]string{"c0": {"n4", "n5"}}}
 	r.Add(Op{Process: NemesisProcess, Type: OK, F: "partition-start", Value: &Value{Site: cut}})
 	line := strings.SplitN(buf.String(), "\n", 2)[0]

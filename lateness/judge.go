@@ -70,10 +70,11 @@ func Faults(ops []history.Op, from int64) []Sample {
 		if op.Process != history.NemesisProcess || op.Value == nil {
 			continue
 		}
-		target := op.Value.Target
+		// Starts and ends pair at their place, as the report pairs them.
+		target, place := op.Value.Target, fault.Place(op)
 		if op.Type == history.Invoke {
 			if fault.Op(op.F) == fault.Restart {
-				restarting[target] = op.Time
+				restarting[place] = op.Time
 			}
 			continue
 		}
@@ -82,32 +83,32 @@ func Faults(ops []history.Op, from int64) []Sample {
 		}
 		switch fault.Op(op.F) {
 		case fault.Restart:
-			if at, ok := restarting[target]; ok && at >= from {
+			if at, ok := restarting[place]; ok && at >= from {
 				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration),
 					What: "restart of " + target})
 			}
-			delete(restarting, target)
+			delete(restarting, place)
 		case fault.Pause, fault.Stall:
-			paused[target] = op
+			paused[place] = op
 		case fault.Resume:
-			if p, ok := paused[target]; ok && p.Time >= from {
+			if p, ok := paused[place]; ok && p.Time >= from {
 				out = append(out, Sample{At: p.Time, Kind: Pause, Late: max(0, op.Time-p.Time-p.Value.Duration),
 					What: p.F + " of " + target})
 			}
-			delete(paused, target)
+			delete(paused, place)
 		}
 	}
 	return out
 }
 
 // Unfitted says in one line which faults the gate could not fit where
-// their story needs them (history.Starved notes), or "" when it fitted
+// their story needs them (fault.Starved notes), or "" when it fitted
 // them all. Such a story did not happen as told, whatever the checkers
 // found: a pause cut short tests less than the story claims.
 func Unfitted(ops []history.Op) string {
 	var parts []string
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == history.Starved && op.Value != nil {
+		if op.Process == history.NemesisProcess && op.Type == history.OK && op.F == string(fault.Starved) && op.Value != nil {
 			parts = append(parts, fmt.Sprintf("at %s %s", at(op.Time), op.Value.Target))
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -34,9 +35,11 @@ func TestProbeSeesASlowReply(t *testing.T) {
 	}
 }
 
+// nem is a nemesis op at target, which stands for its site too: starts
+// and ends pair at their site.
 func nem(t int64, f, target string, d time.Duration) history.Op {
 	return history.Op{Process: history.NemesisProcess, Type: history.OK, F: f, Time: t,
-		Value: &history.Value{Target: target, Duration: int64(d)}}
+		Value: &history.Value{Target: target, Duration: int64(d), Site: &history.Site{Node: target}}}
 }
 
 func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
@@ -50,8 +53,14 @@ func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 		// its own start-up.
 		nem(200*ms, "kill", "n2", 0), invoke(nem(200*ms, "restart", "n2", 300*time.Millisecond)), nem(560*ms, "restart", "n2", 300*time.Millisecond),
 		nem(570*ms, "kill", "n4", 0), invoke(nem(1500*ms, "restart", "n4", 0)), nem(1530*ms, "restart", "n4", 0),
-		nem(600*ms, history.Pause, "process 4 at before-write", 100*time.Millisecond),
-		nem(750*ms, history.Resume, "process 4 at before-write", 0),
+		nem(600*ms, string(fault.Pause), "process 4 at before-write", 100*time.Millisecond),
+		nem(750*ms, string(fault.Resume), "process 4 at before-write", 0),
+		// Two stalls at once, ended in the other order: each is resumed
+		// at its own place.
+		nem(800*ms, string(fault.Stall), "process 1", 100*time.Millisecond),
+		nem(820*ms, string(fault.Stall), "process 2", 50*time.Millisecond),
+		nem(880*ms, string(fault.Resume), "process 2", 0),
+		nem(950*ms, string(fault.Resume), "process 1", 0),
 	}
 	got := Faults(ops, 50*ms)
 	want := []Sample{
@@ -59,6 +68,8 @@ func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 		{At: 200 * ms, Kind: Fault, Late: 60 * ms, What: "restart of n2"},
 		{At: 1500 * ms, Kind: Fault, Late: 30 * ms, What: "restart of n4"},
 		{At: 600 * ms, Kind: Pause, Late: 50 * ms, What: "pause of process 4 at before-write"},
+		{At: 820 * ms, Kind: Pause, Late: 10 * ms, What: "stall of process 2"},
+		{At: 800 * ms, Kind: Pause, Late: 50 * ms, What: "stall of process 1"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)
@@ -99,7 +110,7 @@ func TestOverAndUnfitted(t *testing.T) {
 	if why := Over(append(calm[:1:1], Sample{At: 0, Kind: Reply, Late: 60 * ms}), tight); !strings.Contains(why, "reply came 60ms late") {
 		t.Errorf("a reply past the lock's own bound: got %q", why)
 	}
-	unfit := []history.Op{nem(700*ms, history.Starved, "the pause of process 0 could last only 40ms", 0)}
+	unfit := []history.Op{nem(700*ms, string(fault.Starved), "the pause of process 0 could last only 40ms", 0)}
 	if why := Unfitted(unfit); !strings.Contains(why, "at 0.700s the pause of process 0 could last only 40ms") {
 		t.Errorf("a fault the gate could not fit: got %q", why)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/docker"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
 )
@@ -395,7 +396,7 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	springAt := func(context.Context, int, int) error { sprangAt = time.Now(); return nil }
 	g.Arm(nemesis.Trap{Point: "p", Client: 2, Pause: 150 * time.Millisecond, Then: springAt})
 	go func() { _ = g.At(ctx, 2, 2, "p") }()
-	waitRecorded(t, rec, history.Pause, 2)
+	waitRecorded(t, rec, string(fault.Pause), 2)
 	_ = g.At(ctx, 2, 2, "watchdog-renew")
 	if d := time.Since(sprangAt); d < 150*time.Millisecond {
 		t.Fatalf("a paused client's watchdog went on %v into a 150 ms pause", d)
@@ -465,10 +466,10 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	}
 	var pause *history.Op
 	for _, op := range rec.Ops() {
-		if op.F == history.Starved {
+		if op.F == string(fault.Starved) {
 			t.Errorf("starved with 1 s of pause to spare: %s", op.Value.Target)
 		}
-		if op.F == history.Pause && op.Type == history.OK {
+		if op.F == string(fault.Pause) && op.Type == history.OK {
 			pause = &op
 		}
 	}
@@ -484,7 +485,7 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	}
 	starved := 0
 	for _, op := range rec.Ops() {
-		if op.F == history.Starved && op.Type == history.OK {
+		if op.F == string(fault.Starved) && op.Type == history.OK {
 			starved++
 		}
 	}

@@ -58,7 +58,7 @@ func TestGateRecordsSites(t *testing.T) {
 	g.Arm(nemesis.Trap{Point: "user-point", Client: 3, Crash: true})
 	_ = g.At(ctx, 3, 8, "user-point")
 	g.PauseClient(4, 5*ms)
-	waitRecorded(t, rec, history.Resume, 4)
+	waitRecorded(t, rec, string(fault.Resume), 4)
 
 	ops := done(rec)
 	inTable(t, ops)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/verdict"
@@ -27,10 +28,10 @@ func longRun() []history.Op {
 		t := int64(i) * 10 * step
 		p, w := i%5, (i+1)%5
 		if i == cycles/2 {
-			add(history.NemesisProcess, history.Info, history.Pause, "", &history.Value{Target: "process 3"}, t)
+			add(history.NemesisProcess, history.Info, string(fault.Pause), "", &history.Value{Target: "process 3"}, t)
 		}
 		if i == cycles/2+1000 {
-			add(history.NemesisProcess, history.Info, history.Resume, "", &history.Value{Target: "process 3"}, t)
+			add(history.NemesisProcess, history.Info, string(fault.Resume), "", &history.Value{Target: "process 3"}, t)
 		}
 		add(w, history.Invoke, history.Acquire, "lock", nil, t)
 		add(p, history.Invoke, history.Acquire, "lock", nil, t+step)

@@ -1,7 +1,6 @@
 package report
 
 import (
-	"encoding/json"
 	"fmt"
 	"sort"
 
@@ -69,7 +68,7 @@ func Faults(ops []history.Op) []Fault {
 		}
 		f := fault.Op(op.F)
 		spec, known := fault.Lookup(f)
-		k := key{f, place(op)}
+		k := key{f, fault.Place(op)}
 		t := op.Time
 		switch {
 		case !known:
@@ -111,24 +110,6 @@ func Faults(ops []history.Op) []Fault {
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
 	return out
-}
-
-// place is what a nemesis op acted on, as a key that pairs a fault with
-// its end: the op's site, less the direction of a link (how the link is
-// cut or slowed, not which link). An op recorded before sites has none
-// (""): the faults of such a history pair by op alone, right wherever one
-// fault of an op is on at a time.
-func place(op history.Op) string {
-	if op.Value == nil || op.Value.Site == nil {
-		return ""
-	}
-	s := *op.Value.Site
-	s.Direction = ""
-	b, err := json.Marshal(s)
-	if err != nil {
-		return "" // a Site always encodes: strings, numbers, a map of strings
-	}
-	return string(b)
 }
 
 // During lists the faults active at some point in [from, to], or that

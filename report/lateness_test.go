@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/report"
@@ -35,8 +36,8 @@ func starvedRun(dir string) *engine.Result {
 		add(p, history.Invoke, history.Release, "lock", nil, at+50*ms)
 		add(p, history.OK, history.Release, "lock", nil, at+52*ms)
 	}
-	add(history.NemesisProcess, history.OK, history.Pause, "", &history.Value{Target: "process 1", Duration: int64(200 * ms)}, 1400*ms)
-	add(history.NemesisProcess, history.OK, history.Resume, "", &history.Value{Target: "process 1"}, 1780*ms)
+	add(history.NemesisProcess, history.OK, string(fault.Pause), "", &history.Value{Target: "process 1", Duration: int64(200 * ms)}, 1400*ms)
+	add(history.NemesisProcess, history.OK, string(fault.Resume), "", &history.Value{Target: "process 1"}, 1780*ms)
 	add(history.NemesisProcess, history.OK, "kill", "", &history.Value{Target: "n1"}, 2200*ms)
 	add(history.NemesisProcess, history.OK, "restart", "", &history.Value{Target: "n1"}, 2230*ms)
 	var samples []lateness.Sample

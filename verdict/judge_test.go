@@ -111,9 +111,9 @@ func holds(holders []int, overlap int64) []history.Op {
 func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 	ttl := time.Second
 	late := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Timer, Late: int64(300 * time.Millisecond)}}
-	unfit := history.Op{Process: history.NemesisProcess, Type: history.OK, F: history.Starved, Time: int64(50 * time.Millisecond),
+	unfit := history.Op{Process: history.NemesisProcess, Type: history.OK, F: string(fault.Starved), Time: int64(50 * time.Millisecond),
 		Value: &history.Value{Target: "the pause of process 0 could last only 40ms"}}
-	pause := history.Op{Process: history.NemesisProcess, Type: history.OK, F: history.Pause, Time: int64(120 * time.Millisecond),
+	pause := history.Op{Process: history.NemesisProcess, Type: history.OK, F: string(fault.Pause), Time: int64(120 * time.Millisecond),
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
 	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
 	checkers := []checker.Checker{checker.Intervals{}, checker.Linearizable{Semantics: checker.Mutex, Timeout: time.Minute},
