@@ -24,15 +24,8 @@ func startOne(t *testing.T) (*Cluster, *Node) {
 
 // alive reports whether pid is a running (not zombie) process.
 func alive(pid int) bool {
-	if pid <= 0 {
-		return false
-	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(b))
-	return len(f) > 2 && f[2] != "Z"
+	st := procState(pid)
+	return pid > 0 && st != 0 && st != 'Z'
 }
 
 func TestMissingBinaryIsNamed(t *testing.T) {

@@ -70,12 +70,7 @@ func waitStopped(pids []int, within time.Duration) error {
 // procState is pid's state letter in /proc (R, S, D, T, Z…), or 0 if it
 // is gone.
 func procState(pid int) byte {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	f := statFields(pid)
 	if len(f) == 0 || f[0] == "" {
 		return 0
 	}
@@ -123,17 +118,21 @@ func holds(pid int, sockets map[string]bool) bool {
 
 // processGroup is pid's process group id, or 0 if it cannot be read.
 func processGroup(pid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	// The command name in parentheses may hold spaces; fields after it
-	// are state, ppid, pgrp.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	f := statFields(pid)
 	if len(f) < 3 {
 		return 0
 	}
 	pgrp, _ := strconv.Atoi(f[2])
 	return pgrp
+}
+
+// statFields is pid's /proc stat after its command name, which in its
+// parentheses may hold spaces: state, ppid, pgrp, … (nil if it is gone).
+func statFields(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	s := string(b)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 }

@@ -21,15 +21,12 @@ func (g *Gate) Dead(process int) bool {
 	return g.deadLocked(process)
 }
 
-// kill ends process as a dying process ends: its connections close, none
-// opens again, every command fails. target and site say where it stood.
-func (g *Gate) kill(process int, target string, site *history.Site) {
+// kill ends process of client as a dying process ends: its connections
+// close, none opens again (one it never dialled included), every command
+// fails. target and site say where it stood.
+func (g *Gate) kill(client, process int, target string, site *history.Site) {
 	g.mu.Lock()
-	p := g.procs[process]
-	if p == nil { // never dialled: it may still, and must find itself dead
-		p = &proc{client: -1}
-		g.procs[process] = p
-	}
+	p := g.procLocked(client, process)
 	p.dead = true
 	conns := p.conns
 	p.conns = nil
@@ -60,7 +57,7 @@ func (g *Gate) CrashWaiter(at, waited time.Duration) Step {
 				}
 				g.mu.Unlock()
 				if victim >= 0 {
-					g.kill(process, fmt.Sprintf("process %d waiting in acquire", process), &history.Site{
+					g.kill(victim, process, fmt.Sprintf("process %d waiting in acquire", process), &history.Site{
 						Client: history.IDOf(victim), Process: history.IDOf(process), In: history.Acquire, Waiting: true})
 					return nil
 				}

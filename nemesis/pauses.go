@@ -35,9 +35,7 @@ func (g *Gate) freeze(client int, d time.Duration) {
 		if p.client != client {
 			continue
 		}
-		if p.os != nil {
-			g.stopLocked(p.os)
-		}
+		g.stopLocked(p)
 		for c := range p.conns {
 			mine = append(mine, c)
 		}

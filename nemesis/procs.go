@@ -8,7 +8,6 @@ import (
 
 // osProcess is a client process that runs as an OS process of its own.
 type osProcess struct {
-	client  int
 	p       *os.Process
 	stopped bool
 }
@@ -21,10 +20,10 @@ type osProcess struct {
 func (g *Gate) Attach(client, process int, p *os.Process) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	op := &osProcess{client: client, p: p}
-	g.procLocked(client, process).os = op
+	pr := g.procLocked(client, process)
+	pr.os = &osProcess{p: p}
 	if time.Now().Before(g.clientLocked(client).pauseUntil) {
-		g.stopLocked(op)
+		g.stopLocked(pr)
 	}
 }
 
@@ -38,10 +37,12 @@ func (g *Gate) Detach(process int) {
 	}
 }
 
-// stopLocked sends SIGSTOP and has SIGCONT follow when the client's pause
-// ends (however often it is extended meanwhile).
-func (g *Gate) stopLocked(op *osProcess) {
-	if op.stopped {
+// stopLocked sends SIGSTOP to p's OS process, if it has one, and has
+// SIGCONT follow when its client's pause ends (however often it is
+// extended meanwhile).
+func (g *Gate) stopLocked(p *proc) {
+	op, client := p.os, p.client
+	if op == nil || op.stopped {
 		return
 	}
 	if err := op.p.Signal(syscall.SIGSTOP); err != nil {
@@ -52,12 +53,12 @@ func (g *Gate) stopLocked(op *osProcess) {
 	cont = func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if rest := time.Until(g.clientLocked(op.client).pauseUntil); rest > 0 {
+		if rest := time.Until(g.clientLocked(client).pauseUntil); rest > 0 {
 			time.AfterFunc(rest, cont)
 			return
 		}
 		op.stopped = false
 		_ = op.p.Signal(syscall.SIGCONT)
 	}
-	time.AfterFunc(time.Until(g.clientLocked(op.client).pauseUntil), cont)
+	time.AfterFunc(time.Until(g.clientLocked(client).pauseUntil), cont)
 }

@@ -129,7 +129,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		g.fail(t.Then(ctx, client, process))
 	}
 	if t.Crash {
-		g.kill(process, target, site)
+		g.kill(client, process, target, site)
 		return ErrCrashed
 	}
 	pause := g.pauseFor(t, process, target, site)
