@@ -23,6 +23,15 @@ type Backend interface {
 	Close() error
 }
 
+// EnsembleBackend is a backend that can start the members of an ensemble
+// kind (Kind.Ensemble) together: all of them launched before any is
+// waited for, since none answers until a quorum has formed.
+type EnsembleBackend interface {
+	// StartEnsemble starts one server per spec, all of one kind; when it
+	// returns, every member is Ready.
+	StartEnsemble(ctx context.Context, specs []ServerSpec) ([]Server, error)
+}
+
 // Server is one server (of any Kind) as a backend runs it, and what the
 // nemesis can do to it. The caller serialises calls on a server.
 type Server interface {

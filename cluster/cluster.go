@@ -154,22 +154,99 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 
 // AddNode starts a new data node.
 func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*Node, error) {
-	k, err := LookupKind(o.Kind)
+	spec, err := c.spec(o)
 	if err != nil {
 		return nil, err
+	}
+	if spec.Kind.Ensemble {
+		return nil, fmt.Errorf("cluster: node %s: a %s node is one member of an ensemble: start them together (AddNodes)", o.Name, spec.Kind.Name)
+	}
+	return c.add(ctx, spec)
+}
+
+// AddNodes starts data nodes: the members of an ensemble kind together,
+// as one replicated service, and any other kind one by one.
+func (c *Cluster) AddNodes(ctx context.Context, opts []NodeOptions) ([]*Node, error) {
+	specs := make([]ServerSpec, len(opts))
+	for i, o := range opts {
+		spec, err := c.spec(o)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = spec
+	}
+	if len(specs) == 0 || !specs[0].Kind.Ensemble {
+		var out []*Node
+		for _, spec := range specs {
+			n, err := c.add(ctx, spec)
+			if err != nil {
+				return out, err
+			}
+			out = append(out, n)
+		}
+		return out, nil
+	}
+	return c.addEnsemble(ctx, specs)
+}
+
+// spec is the server o asks for, its persistence checked against its
+// kind.
+func (c *Cluster) spec(o NodeOptions) (ServerSpec, error) {
+	k, err := LookupKind(o.Kind)
+	if err != nil {
+		return ServerSpec{}, err
 	}
 	if o.Persistence == "" && len(k.Persistence) > 0 {
 		o.Persistence = k.Persistence[0]
 	}
 	if !k.Offers(o.Persistence) {
-		return nil, fmt.Errorf("cluster: node %s: a %s node has no persistence %q (have: %v)", o.Name, k.Name, o.Persistence, k.Persistence)
+		return ServerSpec{}, fmt.Errorf("cluster: node %s: a %s node has no persistence %q (have: %v)", o.Name, k.Name, o.Persistence, k.Persistence)
 	}
 	var args []string
 	if k == RedisKind {
 		args = append(args, c.opts.ExtraArgs...)
 	}
-	return c.add(ctx, ServerSpec{Name: o.Name, Kind: k, Persistence: o.Persistence, Clock: o.Clock,
-		Args: append(args, o.Args...)})
+	return ServerSpec{Name: o.Name, Kind: k, Persistence: o.Persistence, Clock: o.Clock, Args: append(args, o.Args...)}, nil
+}
+
+// addEnsemble starts an ensemble's members on a backend that can.
+func (c *Cluster) addEnsemble(ctx context.Context, specs []ServerSpec) ([]*Node, error) {
+	k := specs[0].Kind
+	for _, s := range specs {
+		if s.Kind != k {
+			return nil, fmt.Errorf("cluster: an ensemble is of one kind: %s and %s", k.Name, s.Kind.Name)
+		}
+		if c.Node(s.Name) != nil {
+			return nil, fmt.Errorf("cluster: a node called %s exists already", s.Name)
+		}
+	}
+	if c.closed() {
+		return nil, fmt.Errorf("cluster: add %s ensemble: cluster is closed", k.Name)
+	}
+	eb, ok := c.backend.(EnsembleBackend)
+	if !ok {
+		return nil, fmt.Errorf("cluster: the %s backend cannot start a %s ensemble", c.opts.backendName(), k.Name)
+	}
+	srvs, err := eb.StartEnsemble(ctx, specs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Node, len(srvs))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, srv := range srvs {
+		out[i] = &Node{Name: specs[i].Name, cluster: c, srv: srv, spec: specs[i], links: map[string]*Link{}}
+		c.nodes = append(c.nodes, out[i])
+	}
+	return out, nil
+}
+
+// backendName is Backend, or the default's name.
+func (o Options) backendName() string {
+	if o.Backend == "" {
+		return Local
+	}
+	return o.Backend
 }
 
 // add starts a server on the backend and makes it a node of the cluster.

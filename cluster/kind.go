@@ -71,6 +71,32 @@ type Kind struct {
 	// commands (Node.Do, ReplicaOf, Role, a sentinel's questions) reach
 	// it; they are refused on other kinds.
 	RESP bool
+	// User is the account a server of this kind runs as when the harness
+	// runs as root (PostgreSQL refuses to run as root); its data dir is
+	// handed to that account first. Empty: the harness's own.
+	User string
+	// Ensemble says the kind's nodes form one replicated service: they
+	// are started together (Cluster.AddNodes), each member's Args sees
+	// every member's Place, and a member is Ready only once a quorum has
+	// formed, so none of them can be waited for alone.
+	Ensemble bool
+	// Cleanup, when set, removes what a server killed for good leaves
+	// outside its dir (PostgreSQL's System V shared memory segment), so a
+	// run leaves nothing behind on the machine.
+	Cleanup func(dir string)
+	// Recovery is how long a killed server takes on an idle machine to
+	// answer Ready again (its crash recovery, a member's rejoin to its
+	// quorum): the server's own time, which a restart's lateness is
+	// counted past.
+	Recovery time.Duration
+	// PeerPorts is how many ports besides its client port a member
+	// listens on for its peers (ZooKeeper's quorum and election ports,
+	// etcd's peer port); the backend picks them free.
+	PeerPorts int
+	// Role asks the server on addr what it is in its ensemble ("leader",
+	// "follower"), for a kind that is not RESP: how a story finds the
+	// leader to kill.
+	Role func(ctx context.Context, addr string) (string, error)
 }
 
 // Place is where a server listens and keeps its files.
@@ -78,6 +104,14 @@ type Place struct {
 	Bind string
 	Port int
 	Dir  string
+	// ID is a member's number in its ensemble, from 1 (0 for a kind that
+	// is no ensemble).
+	ID int
+	// PeerPorts are the member's Kind.PeerPorts ports.
+	PeerPorts []int
+	// Members is every member's Place in ID order, this one's included,
+	// for an ensemble kind's Args; their own Members are nil.
+	Members []Place
 }
 
 // kinds holds every kind a node can be, by name: adding a kind is its
@@ -86,6 +120,9 @@ var kinds = map[string]*Kind{
 	RedisKind.Name:     RedisKind,
 	SentinelKind.Name:  SentinelKind,
 	MemcachedKind.Name: MemcachedKind,
+	ZooKeeperKind.Name: ZooKeeperKind,
+	EtcdKind.Name:      EtcdKind,
+	PostgresKind.Name:  PostgresKind,
 }
 
 // LookupKind finds a kind by name; "" is Redis, the kind of a lock that

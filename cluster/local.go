@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -61,12 +62,129 @@ func (b *local) Close() error {
 // Start picks a free port and starts the process; a port grabbed by
 // someone else before the bind is retried.
 func (b *local) Start(ctx context.Context, spec ServerSpec) (Server, error) {
+	servers, err := b.start(ctx, []ServerSpec{spec}, false)
+	if err != nil {
+		return nil, err
+	}
+	return servers[0], nil
+}
+
+// StartEnsemble starts an ensemble's members on ports picked together,
+// each told every member's place.
+func (b *local) StartEnsemble(ctx context.Context, specs []ServerSpec) ([]Server, error) {
+	return b.start(ctx, specs, true)
+}
+
+// start launches one process per spec, then waits until each answers as
+// itself. A port another process took before ours bound it fails the
+// start with errAddrInUse, and the whole set is tried again on new ports:
+// an ensemble's members name each other's ports in their configs.
+func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([]Server, error) {
+	procs := make([]*process, len(specs))
+	for i, spec := range specs {
+		p, err := b.prepare(spec)
+		if err != nil {
+			return nil, err
+		}
+		procs[i] = p
+	}
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		places := make([]Place, len(procs))
+		// The kernel may hand a port it just handed out again once its
+		// probe closed: one start's ports are kept apart.
+		taken := map[int]bool{}
+		pick := func() (int, error) {
+			for {
+				port, err := FreePort()
+				if err != nil || !taken[port] {
+					taken[port] = true
+					return port, err
+				}
+			}
+		}
+		for i, p := range procs {
+			var err error
+			if p.port, err = pick(); err != nil {
+				return nil, err
+			}
+			places[i] = Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir}
+			if ensemble {
+				places[i].ID = i + 1
+			}
+			for range p.kind.PeerPorts {
+				port, err := pick()
+				if err != nil {
+					return nil, err
+				}
+				places[i].PeerPorts = append(places[i].PeerPorts, port)
+			}
+		}
+		for i, p := range procs {
+			at := places[i]
+			if ensemble {
+				at.Members = places
+			}
+			var err error
+			if p.args, err = p.kind.Args(p.spec, at); err != nil {
+				return nil, err
+			}
+		}
+		if lastErr = startTogether(ctx, procs); lastErr == nil {
+			b.mu.Lock()
+			b.procs = append(b.procs, procs...)
+			b.mu.Unlock()
+			out := make([]Server, len(procs))
+			for i, p := range procs {
+				out[i] = p
+			}
+			return out, nil
+		}
+		if !strings.Contains(lastErr.Error(), errAddrInUse.Error()) {
+			break
+		}
+	}
+	return nil, lastErr
+}
+
+// startTogether launches every process before it waits for any, and
+// kills them all if one fails.
+func startTogether(ctx context.Context, procs []*process) error {
+	errs := make([]error, len(procs))
+	launched := 0
+	for _, p := range procs {
+		if errs[launched] = p.launch(); errs[launched] != nil {
+			break
+		}
+		launched++
+	}
+	var wg sync.WaitGroup
+	for i, p := range procs[:launched] {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = p.await(ctx) }()
+	}
+	wg.Wait()
+	err := errors.Join(errs...)
+	if err != nil {
+		for _, p := range procs {
+			p.close()
+		}
+	}
+	return err
+}
+
+// prepare makes a process's dir and finds its binary, under libfaketime
+// when its spec asks for a faked clock.
+func (b *local) prepare(spec ServerSpec) (*process, error) {
 	k := spec.ServerKind()
 	dir, err := os.MkdirTemp(b.dir, spec.Name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
 	s := &process{spec: spec, kind: k, dir: dir}
+	if s.cred, err = account(k, dir); err != nil {
+		return nil, err
+	}
 	if k == RedisKind {
 		s.bin = b.server
 	} else if s.bin, err = b.opts.lookBinary(k); err != nil {
@@ -82,25 +200,7 @@ func (b *local) Start(ctx context.Context, spec ServerSpec) (Server, error) {
 			return nil, err
 		}
 	}
-	var lastErr error
-	for attempt := 0; attempt < 5; attempt++ {
-		if s.port, err = FreePort(); err != nil {
-			return nil, err
-		}
-		if s.args, err = k.Args(spec, Place{Bind: "127.0.0.1", Port: s.port, Dir: dir}); err != nil {
-			return nil, err
-		}
-		if lastErr = s.Start(ctx); lastErr == nil {
-			b.mu.Lock()
-			b.procs = append(b.procs, s)
-			b.mu.Unlock()
-			return s, nil
-		}
-		if !strings.Contains(lastErr.Error(), errAddrInUse.Error()) {
-			break
-		}
-	}
-	return nil, lastErr
+	return s, nil
 }
 
 // faketime is the binary and environment that run kind k under
@@ -147,6 +247,8 @@ type process struct {
 	// clockFile is libfaketime's timestamp file; empty when the clock is
 	// the machine's.
 	clockFile string
+	// cred is the account the process runs as (Kind.User); nil: ours.
+	cred *syscall.Credential
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -171,6 +273,14 @@ func (s *process) Info() NodeInfo {
 
 // Start runs the process and waits until it answers as itself.
 func (s *process) Start(ctx context.Context) error {
+	if err := s.launch(); err != nil {
+		return err
+	}
+	return s.await(ctx)
+}
+
+// launch starts the process without waiting for it to answer.
+func (s *process) launch() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd != nil {
@@ -179,6 +289,9 @@ func (s *process) Start(ctx context.Context) error {
 	cmd := exec.Command(s.bin, s.args...)
 	cmd.Dir = s.dir
 	cmd.Env = append(os.Environ(), s.env...)
+	if s.cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	}
 	if s.kind.Log == "" {
 		// The child writes the file itself; the harness copies nothing.
 		out, err := os.OpenFile(filepath.Join(s.dir, outputLog), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
@@ -194,7 +307,18 @@ func (s *process) Start(ctx context.Context) error {
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); close(exited) }()
 	s.cmd, s.exited, s.paused = cmd, exited, false
-	if err := waitReady(ctx, s.kind, s.Addr(), cmd.Process.Pid, exited); err != nil {
+	return nil
+}
+
+// await waits until the launched process answers as itself, and kills it
+// if it does not.
+func (s *process) await(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cmd == nil {
+		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
+	}
+	if err := waitReady(ctx, s.kind, s.Addr(), s.cmd.Process.Pid, s.exited); err != nil {
 		s.killLocked()
 		return fmt.Errorf("cluster: node %s on port %d: %w%s", s.spec.Name, s.port, err, s.logTail())
 	}
@@ -264,11 +388,14 @@ func (s *process) logTail() string {
 		return ""
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	last := lines[len(lines)-1]
-	if strings.Contains(last, "Address already in use") {
-		return ": " + errAddrInUse.Error()
+	// A server may say more after the bind failed (PostgreSQL that it
+	// shut down, a JVM its exit code): the last few lines are read.
+	for _, l := range lines[max(0, len(lines)-8):] {
+		if strings.Contains(strings.ToLower(l), errAddrInUse.Error()) {
+			return ": " + errAddrInUse.Error()
+		}
 	}
-	return ": " + log + ": " + last
+	return ": " + log + ": " + lines[len(lines)-1]
 }
 
 // Pause is SIGSTOP: connects still succeed, nothing is answered.
@@ -303,11 +430,18 @@ func (s *process) signal(sig syscall.Signal, paused bool) error {
 // that cannot schedule it in that long cannot run a timed story anyway.
 const stopWithin = 5 * time.Second
 
-// send signals the server: its process, or its whole process group for a
-// kind whose forked children serve clients.
+// send signals the server: its process, or, for a kind whose forked
+// children serve clients, its whole process group and every process
+// descended from it.
 func (s *process) send(sig syscall.Signal) error {
 	if s.kind.ProcessGroup {
-		return syscall.Kill(-s.cmd.Process.Pid, sig)
+		// The group first: its leader stops forking; then whatever
+		// descends from it outside the group.
+		err := syscall.Kill(-s.cmd.Process.Pid, sig)
+		for _, pid := range members(s.cmd.Process.Pid) {
+			_ = syscall.Kill(pid, sig)
+		}
+		return err
 	}
 	return s.cmd.Process.Signal(sig)
 }
@@ -336,6 +470,15 @@ func (s *process) kill(loseUnsynced bool) error {
 func (s *process) killLocked() {
 	_ = s.send(syscall.SIGKILL)
 	<-s.exited
+	if s.kind.ProcessGroup {
+		// The group's other members die on their own time; a server
+		// started again before they are gone may find them still
+		// holding its files (PostgreSQL refuses to start while an old
+		// backend is attached to its shared memory).
+		for deadline := time.Now().Add(stopWithin); len(members(s.cmd.Process.Pid)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
 	s.cmd, s.exited, s.paused = nil, nil, false
 }
 
@@ -369,6 +512,9 @@ func (s *process) close() {
 	if s.cmd != nil {
 		s.killLocked()
 	}
+	if s.kind.Cleanup != nil {
+		s.kind.Cleanup(s.dir)
+	}
 	if s.aof != nil {
 		s.aof.close()
 	}
@@ -391,4 +537,42 @@ func writeClockFile(path string, d time.Duration) error {
 		return fmt.Errorf("cluster: clock file: %w", err)
 	}
 	return os.Rename(tmp, path)
+}
+
+// account is the credential a server of kind k runs as, with dir handed
+// to it: nil unless the harness is root and the kind names a User.
+func account(k *Kind, dir string) (*syscall.Credential, error) {
+	if k.User == "" || os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup(k.User)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: a %s node runs as %s: %w", k.Name, k.User, err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	// The run's dir is root's own (0700): the account may pass through it
+	// to its node's dir, and read nothing there.
+	if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	if err := os.Chown(dir, uid, gid); err != nil {
+		return nil, fmt.Errorf("cluster: %w", err)
+	}
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+// RunAs runs cmd as kind k's User where a server of k would run so (a
+// kind's Args preparing its data dir, as initdb does): the same rule as
+// the server's own start.
+func (k *Kind) RunAs(cmd *exec.Cmd, dir string) error {
+	cred, err := account(k, dir)
+	if err != nil || cred == nil {
+		return err
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Credential = cred
+	return nil
 }

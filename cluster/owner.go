@@ -30,14 +30,42 @@ func listensOn(pid, port int) bool {
 	return false
 }
 
-// members is the processes of process group pgid, the leader included.
+// members is the processes of the server whose process group is pgid:
+// the group's, and every live process descended from one, since a server
+// may move its children out of its group (PostgreSQL's backends call
+// setsid) and they serve clients all the same. Zombies are left out:
+// they hold nothing and answer nothing.
 func members(pgid int) []int {
-	var out []int
+	parent := map[int]int{}
+	in := map[int]bool{}
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
-		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil && processGroup(pid) == pgid {
-			out = append(out, pid)
+		pid, err := strconv.Atoi(filepath.Base(p))
+		if err != nil {
+			continue
 		}
+		f := statFields(pid)
+		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
+			continue
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		pgrp, _ := strconv.Atoi(f[2])
+		parent[pid] = ppid
+		if pgrp == pgid {
+			in[pid] = true
+		}
+	}
+	for grown := true; grown; {
+		grown = false
+		for pid, pp := range parent {
+			if !in[pid] && in[pp] {
+				in[pid], grown = true, true
+			}
+		}
+	}
+	out := make([]int, 0, len(in))
+	for pid := range in {
+		out = append(out, pid)
 	}
 	return out
 }
@@ -114,16 +142,6 @@ func holds(pid int, sockets map[string]bool) bool {
 		}
 	}
 	return false
-}
-
-// processGroup is pid's process group id, or 0 if it cannot be read.
-func processGroup(pid int) int {
-	f := statFields(pid)
-	if len(f) < 3 {
-		return 0
-	}
-	pgrp, _ := strconv.Atoi(f[2])
-	return pgrp
 }
 
 // statFields is pid's /proc stat after its command name, which in its

@@ -67,8 +67,16 @@ func (n *Node) Promote(ctx context.Context) error {
 	return nil
 }
 
-// Role is what the node says it is: "master", "slave" or "sentinel".
+// Role is what the node says it is: "master", "slave" or "sentinel" for
+// Redis, and what its kind's Role says for another ("leader",
+// "follower").
 func (n *Node) Role(ctx context.Context) (string, error) {
+	if k := n.Kind(); !k.RESP {
+		if k.Role == nil {
+			return "", fmt.Errorf("cluster: %s: a %s node has no role", n.Name, k.Name)
+		}
+		return k.Role(ctx, n.Addr())
+	}
 	r, err := n.Do(ctx, "ROLE")
 	if err != nil {
 		return "", err

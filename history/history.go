@@ -63,6 +63,10 @@ type Value struct {
 	Site *Site `json:"site,omitempty"`
 	// Duration is how long a nemesis action lasts, in ns.
 	Duration int64 `json:"duration,omitempty"`
+	// Usual is how long the action itself takes on an idle machine, in
+	// ns, where that is the server's own work and not the harness's (an
+	// ensemble member rejoining its quorum): lateness is counted past it.
+	Usual int64 `json:"usual,omitempty"`
 }
 
 // Op is one history entry.

@@ -60,7 +60,7 @@ func (l Limits) Of(k Kind) time.Duration {
 // Faults reads the faults' overruns out of a history: how long after its
 // planned end a pause or a stall was resumed (Pause), and a restart's time
 // to ready (Fault: from its invoke to the node answering as itself, less
-// the delay the schedule asked for). A fault that began before from (the
+// the delay the schedule asked for and the kind's usual rejoin). A fault that began before from (the
 // clients' start) is left out: nothing was judged then.
 func Faults(ops []history.Op, from int64) []Sample {
 	var out []Sample
@@ -84,7 +84,7 @@ func Faults(ops []history.Op, from int64) []Sample {
 		switch fault.Op(op.F) {
 		case fault.Restart:
 			if at, ok := restarting[place]; ok && at >= from {
-				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration),
+				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration-op.Value.Usual),
 					What: "restart of " + target})
 			}
 			delete(restarting, place)

@@ -39,7 +39,7 @@ func (n *Nemesis) RestartNode(ctx context.Context, node string, delay time.Durat
 	if err != nil {
 		return err
 	}
-	v := &history.Value{Target: node, Duration: int64(delay), Site: &history.Site{Node: node}}
+	v := &history.Value{Target: node, Duration: int64(delay), Usual: int64(nd.Kind().Recovery), Site: &history.Site{Node: node}}
 	return record(n.rec, fault.Restart, v, func() error { return nd.Restart(ctx, delay) })
 }
 

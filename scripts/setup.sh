@@ -6,8 +6,9 @@
 # libc-allocator redis-server that libfaketime needs, built once from
 # Debian's redis source and cached. This script adds what only this
 # repository's own tests need: python3 with python3-redis for the redis-py
-# lock's worker, memcached for the test of a server kind that is not Redis
-# and, where a Docker engine answers, mmdebstrap and the docker backend's
+# lock's worker, the lock services the harness sets beside Redis
+# (zookeeper with its JVM, etcd-server, postgresql-15, memcached) and,
+# where a Docker engine answers, mmdebstrap and the docker backend's
 # node image (docker/, built from these same packages
 # with no registry). Safe to run again: it installs and builds nothing
 # that is there.
@@ -42,7 +43,7 @@ else
   compile run &
   run_pid=$!
 fi
-"$work/setup" -only packages -packages python3,python3-redis,memcached,mmdebstrap
+"$work/setup" -only packages -packages python3,python3-redis,memcached,zookeeper,etcd-server,postgresql-15,mmdebstrap
 
 # The libc-allocator redis-server compiles while the image's Debian base is
 # made (mmdebstrap mostly waits on the mirror and the disk). It and the

@@ -133,15 +133,21 @@ func FaketimeServerPath() string {
 	if p := os.Getenv("LOCKTORTURE_FAKETIME_REDIS"); p != "" {
 		return p
 	}
-	cache := os.Getenv("LOCKTORTURE_CACHE")
-	if cache == "" {
-		base, err := os.UserCacheDir()
-		if err != nil {
-			base = os.TempDir()
-		}
-		cache = filepath.Join(base, "locktorture")
+	return filepath.Join(CacheDir(), "redis-libc", "redis-server")
+}
+
+// CacheDir is where what the harness builds once for every run is kept:
+// $LOCKTORTURE_CACHE, else locktorture in the user's cache dir
+// ($XDG_CACHE_HOME or ~/.cache).
+func CacheDir() string {
+	if cache := os.Getenv("LOCKTORTURE_CACHE"); cache != "" {
+		return cache
 	}
-	return filepath.Join(cache, "redis-libc", "redis-server")
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	return filepath.Join(base, "locktorture")
 }
 
 // findFaketimeServer finds the build at FaketimeServerPath and asks it

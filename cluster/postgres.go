@@ -1,0 +1,145 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"golang.org/x/sys/unix"
+
+	"github.com/locktorture/locktorture/internal/prereq"
+)
+
+// postgresBin is where Debian's postgresql-15 keeps its server programs
+// (off PATH, as Debian keeps one directory per major version).
+const postgresBin = "/usr/lib/postgresql/15/bin/"
+
+// PostgresKind is one PostgreSQL 15 server: a cluster made by initdb in
+// the node's own dir, on loopback, trusting local connections as user
+// postgres. Commits are fsynced before they are answered
+// (synchronous_commit on), so a power loss loses nothing answered and is
+// a plain kill.
+var PostgresKind = &Kind{
+	Name:        "postgres",
+	Binary:      postgresBin + "postgres",
+	Install:     "install it (apt-get install postgresql-15) or name its path in Options.Binaries",
+	Persistence: []Persistence{AOFAlways},
+	// PostgreSQL refuses to run as root.
+	User: "postgres",
+	Args: func(spec ServerSpec, at Place) ([]string, error) {
+		data := filepath.Join(at.Dir, "data")
+		if _, err := os.Stat(filepath.Join(data, "PG_VERSION")); err != nil {
+			tpl, err := postgresTemplate(spec.ServerKind(), at.Dir)
+			if err != nil {
+				return nil, err
+			}
+			if out, err := exec.Command("cp", "-a", tpl, data).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("cluster: copy the PostgreSQL template: %v: %s", err, out)
+			}
+		}
+		return append([]string{"-D", data, "-p", strconv.Itoa(at.Port), "-k", at.Dir,
+			"-c", "listen_addresses=" + at.Bind, "-c", "shared_buffers=16MB", "-c", "max_connections=64",
+			"-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "logging_collector=off"}, spec.Args...), nil
+	},
+	Ready:   postgresReady,
+	Cleanup: removePostgresSegment,
+	// The postmaster forks a backend per connection: a pause or a kill
+	// must reach them all.
+	ProcessGroup: true,
+	// Fast shutdown: SIGTERM would wait for every client to leave.
+	StopSignal:   syscall.SIGINT,
+	StartTimeout: 20 * time.Second,
+	// Measured: 0.6 to 2 s from a kill -9 to answering again (crash
+	// recovery replays the WAL since the last checkpoint), idle.
+	Recovery: 2 * time.Second,
+}
+
+// postgresTemplate is a cluster fresh from initdb, made once per machine
+// and kept in the cache: initdb takes seconds, a copy of its files a
+// tenth of one. It is made in dir (where the server's account may write)
+// and moved into the cache whole, so a run never sees half of one.
+func postgresTemplate(k *Kind, dir string) (string, error) {
+	tpl := filepath.Join(prereq.CacheDir(), "postgres-15-template")
+	if _, err := os.Stat(filepath.Join(tpl, "PG_VERSION")); err == nil {
+		return tpl, nil
+	}
+	build := filepath.Join(dir, "initdb")
+	// --no-sync: the harness never loses the page cache under these
+	// files, and syncing them would be most of initdb's time.
+	cmd := exec.Command(postgresBin+"initdb", "-D", build, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+	cmd.Dir = dir
+	if err := k.RunAs(cmd, dir); err != nil {
+		return "", err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cluster: initdb: %v: %s", err, out)
+	}
+	defer os.RemoveAll(build)
+	if err := os.MkdirAll(prereq.CacheDir(), 0o755); err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	tmp, err := os.MkdirTemp(prereq.CacheDir(), "postgres-15-template-")
+	if err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	if out, err := exec.Command("cp", "-a", build+"/.", tmp).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cluster: keep the PostgreSQL template: %v: %s", err, out)
+	}
+	if err := os.Chmod(tmp, 0o700); err != nil {
+		return "", fmt.Errorf("cluster: %w", err)
+	}
+	// Another process may have kept one first: either is as good.
+	_ = os.Rename(tmp, tpl)
+	return tpl, nil
+}
+
+// removePostgresSegment removes the shared memory segment a killed
+// postmaster leaves: the seventh line of postmaster.pid names it. A server that
+// starts again in the same dir removes it itself; one killed for good
+// would leave it to the machine.
+func removePostgresSegment(dir string) {
+	b, err := os.ReadFile(filepath.Join(dir, "data", "postmaster.pid"))
+	if err != nil {
+		return
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 7 {
+		return
+	}
+	f := strings.Fields(lines[6])
+	if len(f) != 2 {
+		return
+	}
+	if id, err := strconv.Atoi(f[1]); err == nil {
+		_, _ = unix.SysvShmCtl(id, unix.IPC_RMID, nil)
+	}
+}
+
+// postgresReady runs a query on addr: a server still recovering or
+// starting says so and refuses it. PostgreSQL tells a client its
+// backend's pid, not the postmaster's, so it returns 0 and the backend
+// checks the listening socket is our postmaster's.
+func postgresReady(ctx context.Context, addr string) (int, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=1", host, port))
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close(context.Background())
+	var one int
+	return 0, c.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
