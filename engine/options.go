@@ -120,6 +120,15 @@ type Plan struct {
 	Expected verdict.Expectation
 }
 
+// Alone says whether the run takes the whole machine: its story's timing
+// would be disturbed by a neighbour (Scenario.Alone), the options ask for
+// it, or its lock runs on a service of its own, whose servers (three JVMs
+// for ZooKeeper) and a worker process per client take more than a seat's
+// share of the machine and would make a neighbour's timers late.
+func (p Plan) Alone() bool {
+	return p.Scenario.Alone != "" || p.Options.Alone || p.Lock.ServerKind() != locks.ServerRedis
+}
+
 // Resolve checks the options against the catalogue and fills in defaults.
 // Every error is a *UsageError naming the valid choices.
 func Resolve(o Options) (Plan, error) {
@@ -146,6 +155,13 @@ func Resolve(o Options) (Plan, error) {
 		o.ClientProcs = true
 		o.Worker = func(string) *exec.Cmd { return info.Program() }
 	}
+	if info.ServerKind() != locks.ServerRedis {
+		// A lock that dials its own server keeps connections and work of
+		// its own (a session's pings, a lease's keepalive) that the gate's
+		// hooks on Redis clients never see: only a process of its own is
+		// paused or killed whole, as a GC pause or a crash takes a client.
+		o.ClientProcs = true
+	}
 	expected, ok := o.expectation(s)
 	if !ok {
 		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
@@ -154,7 +170,7 @@ func Resolve(o Options) (Plan, error) {
 		o.Clients = s.Clients
 	}
 	if o.TTL == 0 {
-		o.TTL = s.TTL
+		o.TTL = max(s.TTL, info.MinTTL)
 	}
 	if o.TimeLimit == 0 {
 		o.TimeLimit = s.TimeLimit(o.TTL)
@@ -175,6 +191,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("-clients %d: at most 256", o.Clients)
 	case o.TTL < 100*time.Millisecond:
 		return Plan{}, usagef("-ttl %s: at least 100ms (loopback round trips and the scheduler need room)", o.TTL)
+	case o.TTL < info.MinTTL:
+		return Plan{}, usagef("-ttl %s: lock %s's server grants leases of at least %s", o.TTL, o.Lock, info.MinTTL)
 	case o.TimeLimit <= 0:
 		return Plan{}, usagef("-time-limit %s: must be positive", o.TimeLimit)
 	case s.ExactClients > 0 && o.Clients != s.ExactClients:

@@ -33,7 +33,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
 		}
 	}
-	leave, err := machineRoom().enter(ctx, s.Alone != "" || o.Alone, logf)
+	leave, err := machineRoom().enter(ctx, p.Alone(), logf)
 	if err != nil {
 		return nil, err
 	}
@@ -57,12 +57,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer cl.Close()
 	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed}
+	var lockNodes []cluster.NodeOptions
 	for i := 1; i <= info.Nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
-		if _, err := cl.AddNode(ctx, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence}); err != nil {
-			return res, err
-		}
+		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence})
 		env.Nodes = append(env.Nodes, name)
+	}
+	if _, err := cl.AddNodes(ctx, lockNodes); err != nil {
+		return res, err
 	}
 	if s.Topology.Replicated {
 		env.Replica = env.Nodes[0] + "-replica"

@@ -30,7 +30,7 @@ type getset struct{ cfg Config }
 
 func (l *getset) Acquire(ctx context.Context, key string) (Lease, error) {
 	c := l.cfg.Clients[0]
-	return retryUntil(ctx, l.cfg, func() (Lease, bool, error) {
+	return Retry(ctx, l.cfg, func() (Lease, bool, error) {
 		now := l.cfg.Clock.Now()
 		// The key holds whole milliseconds and every client judges expiry by
 		// them, so that, truncated, is all the lease promises.

@@ -171,6 +171,11 @@ type Info struct {
 	// Redis: the lock is handed Config.Clients. Any other kind is handed
 	// Config.Addrs and dials its own clients.
 	Server string
+	// Library names the installed library the lock is, by its module path
+	// (or its distribution's package), so a comparison can set the locks
+	// people install beside the ones written here; empty for this
+	// repository's own.
+	Library string
 	// Fenced is true when leases carry fencing tokens.
 	Fenced bool
 	// Reentrant is true when the holder may acquire again (owner + count).
@@ -183,6 +188,10 @@ type Info struct {
 	// Queued is true when waiters hold places in a queue, so a waiter that
 	// dies can hold up the others for up to Config.WaiterTimeout.
 	Queued bool
+	// MinTTL is the shortest lease its server grants (etcd counts a
+	// lease's TTL in whole seconds): a story whose TTL is shorter runs the
+	// lock at this one, and a -ttl below it is refused.
+	MinTTL time.Duration
 	// Claims is the lock's fault model: the faults under which it claims
 	// to keep its promise (its validity deadline where it gives one, else
 	// that no two clients hold it at once). Random exploration holds it to
@@ -266,11 +275,12 @@ func Build(info Info, cfg Config) (Lock, error) {
 // from every other one, including the same client's earlier ones.
 func newToken() string { return rand.Text() }
 
-// retryUntil calls try until it returns held, an error, or cfg.Wait has
-// passed since the first attempt. A cancelled ctx between attempts ends the
-// wait as ErrNotAcquired: no command is in flight then, so nothing is
-// unknown.
-func retryUntil(ctx context.Context, cfg Config, try func() (Lease, bool, error)) (Lease, error) {
+// Retry calls try until it returns held, an error, or cfg.Wait has
+// passed since the first attempt, cfg.RetryDelay jittered ±50% apart: how
+// every lock here waits, and a lock written elsewhere may too. A
+// cancelled ctx between attempts ends the wait as ErrNotAcquired: no
+// command is in flight then, so nothing is unknown.
+func Retry(ctx context.Context, cfg Config, try func() (Lease, bool, error)) (Lease, error) {
 	deadline := time.Now().Add(cfg.Wait)
 	for {
 		lease, held, err := try()

@@ -52,7 +52,7 @@ func (l *redlock) drift() time.Duration {
 }
 
 func (l *redlock) Acquire(ctx context.Context, key string) (Lease, error) {
-	return retryUntil(ctx, l.cfg, func() (Lease, bool, error) {
+	return Retry(ctx, l.cfg, func() (Lease, bool, error) {
 		token := newToken()
 		start := l.cfg.Clock.Now()
 		ok := l.onAll(ctx, func(ctx context.Context, c *redis.Client) (bool, error) {

@@ -24,7 +24,7 @@ type setnxExpire struct{ cfg Config }
 
 func (l *setnxExpire) Acquire(ctx context.Context, key string) (Lease, error) {
 	c := l.cfg.Clients[0]
-	return retryUntil(ctx, l.cfg, func() (Lease, bool, error) {
+	return Retry(ctx, l.cfg, func() (Lease, bool, error) {
 		token := newToken()
 		start := l.cfg.Clock.Now()
 		ok, err := c.SetNX(ctx, key, token, 0).Result()

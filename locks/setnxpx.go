@@ -31,7 +31,7 @@ type setNXPX struct{ cfg Config }
 
 func (l *setNXPX) Acquire(ctx context.Context, key string) (Lease, error) {
 	c := l.cfg.Clients[0]
-	return retryUntil(ctx, l.cfg, func() (Lease, bool, error) {
+	return Retry(ctx, l.cfg, func() (Lease, bool, error) {
 		token := newToken()
 		start := l.cfg.Clock.Now()
 		ok, err := c.SetNX(ctx, key, token, l.cfg.TTL).Result()

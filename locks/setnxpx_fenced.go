@@ -35,7 +35,7 @@ type fencedSetNXPX struct{ cfg Config }
 
 func (l *fencedSetNXPX) Acquire(ctx context.Context, key string) (Lease, error) {
 	c := l.cfg.Clients[0]
-	return retryUntil(ctx, l.cfg, func() (Lease, bool, error) {
+	return Retry(ctx, l.cfg, func() (Lease, bool, error) {
 		token := newToken()
 		start := l.cfg.Clock.Now()
 		fence, err := fencedAcquireScript.Run(ctx, c, []string{key, FenceKey(key)}, token, l.cfg.TTL.Milliseconds()).Int64()

@@ -20,6 +20,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -158,7 +159,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "run: %v\n", err)
 			return 2
 		}
-		plans[k] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Scenario.Alone != "" || plan.Options.Alone}
+		plans[k] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone()}
 	}
 	// Say what each omitted flag came to, so a run is never a surprise.
 	from := func(name, dflt string) string {
@@ -394,6 +395,9 @@ func printList(w io.Writer) {
 		}
 		for _, l := range s.Locks() {
 			fmt.Fprintf(w, "  %-18s   %-18s expect %s\n", "", l, s.Expect[l])
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.NotFor)) {
+			fmt.Fprintf(w, "  %-18s   not for %s locks: %s\n", "", k, s.NotFor[k])
 		}
 	}
 	fmt.Fprintln(w, "locks:")

@@ -15,12 +15,14 @@ import (
 func redislockLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "redislock",
+		Library: "github.com/bsm/redislock",
 		Summary: "bsm/redislock: Obtain with a linear-backoff retry, Release; SET NX PX and Lua compare-and-delete",
 		Claims:  locks.LeaseClaims,
 		New:     func(c locks.Config) locks.Lock { return &redisLock{cfg: c, client: redislock.New(c.Clients[0])} },
 	})
 	register(locks.Info{
-		Name: "redislock-refresh",
+		Name:    "redislock-refresh",
+		Library: "github.com/bsm/redislock",
 		Summary: "bsm/redislock with the holder calling Refresh every TTL/3, as its README extends a lock: " +
 			"a watchdog that users write themselves",
 		Claims: locks.WatchdogClaims,

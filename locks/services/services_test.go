@@ -1,0 +1,125 @@
+package services
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/locks"
+)
+
+// info is the registered Info of the named lock of this package.
+func info(t *testing.T, name string) locks.Info {
+	t.Helper()
+	var found *locks.Info
+	for _, f := range families {
+		f(func(i locks.Info) {
+			if i.Name == name {
+				found = &i
+			}
+		})
+	}
+	if found == nil {
+		t.Fatalf("no lock %s", name)
+	}
+	if found.Nodes == 0 {
+		found.Nodes = 1
+	}
+	return *found
+}
+
+// bench is a real server (or ensemble) of a lock's kind, and its clients'
+// links.
+type bench struct {
+	t     *testing.T
+	cl    *cluster.Cluster
+	nodes []*cluster.Node
+	info  locks.Info
+}
+
+// start starts the nodes lock's Info asks for; it skips when the
+// server's binary is not installed, which scripts/setup.sh installs.
+func start(t *testing.T, lock string, binary string) *bench {
+	t.Helper()
+	if _, err := exec.LookPath(binary); err != nil {
+		t.Skipf("%s not installed (scripts/setup.sh installs it)", binary)
+	}
+	in := info(t, lock)
+	cl, err := cluster.New(cluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	var opts []cluster.NodeOptions
+	for i := range in.Nodes {
+		opts = append(opts, cluster.NodeOptions{Name: "n" + string(rune('1'+i)), Kind: in.ServerKind()})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	nodes, err := cl.AddNodes(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bench{t: t, cl: cl, nodes: nodes, info: in}
+}
+
+// lock is client peer's handle, dialling its own links.
+func (b *bench) lock(peer string, ttl time.Duration) locks.Lock {
+	b.t.Helper()
+	cfg := locks.Config{TTL: max(ttl, b.info.MinTTL), Wait: 50 * time.Millisecond}
+	for _, n := range b.nodes {
+		l, err := n.Link(peer)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		cfg.Addrs = append(cfg.Addrs, l.Addr())
+	}
+	lk, err := locks.Build(b.info, cfg)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if c, ok := lk.(interface{ Close() error }); ok {
+		b.t.Cleanup(func() { _ = c.Close() })
+	}
+	return lk
+}
+
+// cut cuts peer off from every node.
+func (b *bench) cut(peer string) {
+	b.t.Helper()
+	for _, n := range b.nodes {
+		l, err := n.Link(peer)
+		if err != nil {
+			b.t.Fatal(err)
+		}
+		if err := l.Cut(); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+}
+
+// exclusive checks that a second client cannot take a lock the first
+// holds, and can once it is released.
+func exclusive(t *testing.T, a, b locks.Lock) {
+	t.Helper()
+	ctx := context.Background()
+	lease, err := a.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("first acquire: %v", err)
+	}
+	if _, err := b.Acquire(ctx, "k"); err != locks.ErrNotAcquired {
+		t.Fatalf("second acquire while held: %v, want ErrNotAcquired", err)
+	}
+	if err := a.Release(ctx, lease); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	lease, err = b.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if err := b.Release(ctx, lease); err != nil {
+		t.Fatalf("second release: %v", err)
+	}
+}
