@@ -24,6 +24,7 @@ var families = []func(add func(Scenario)){
 	redlockStories,  // stories_redlock.go: K4 to K6
 	clientStories,   // stories_clients.go: S1 to S5
 	failoverStories, // stories_failover.go: F1
+	serviceStories,  // stories_services.go: the services' own faults
 	randomStory,     // random.go: exploration
 }
 
@@ -96,4 +97,35 @@ func all(names ...[]string) []string {
 // act is a schedule step doing f at offset at.
 func act(at time.Duration, name string, f func(context.Context) error) nemesis.Step {
 	return nemesis.Step{At: at, Name: name, Do: f}
+}
+
+// The server kinds of the locks beside Redis (locks/services), as
+// NotFor names them.
+const (
+	zookeeper = "zookeeper"
+	etcd      = "etcd"
+	postgres  = "postgres"
+	memcached = "memcached"
+	redis     = "redis"
+)
+
+// serviceKinds are the kinds a Redis-only story gives its reason for.
+var serviceKinds = []string{zookeeper, etcd, postgres, memcached}
+
+// notFor is a NotFor table: reason for each kind named, merged over
+// earlier entries.
+func notFor(pairs ...any) map[string]string {
+	out := map[string]string{}
+	for i := 0; i+1 < len(pairs); i += 2 {
+		why := pairs[i+1].(string)
+		switch kinds := pairs[i].(type) {
+		case string:
+			out[kinds] = why
+		case []string:
+			for _, k := range kinds {
+				out[k] = why
+			}
+		}
+	}
+	return out
 }

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/locks/library"
+	"github.com/locktorture/locktorture/locks/services"
 	"github.com/locktorture/locktorture/verdict"
 )
 
@@ -45,6 +48,36 @@ func TestObservationWordsCoverTheCatalogue(t *testing.T) {
 				if !slices.Contains(verdict.ObservationWords, o) {
 					t.Errorf("%s/%s: %q is not in verdict.ObservationWords", s.Name, lock, o)
 				}
+			}
+		}
+	}
+}
+
+// A reader comparing services sees, for every story, either a lock of
+// each server kind judged or why none can be: never a silent gap.
+func TestEveryStorySaysWhyAServiceIsLeftOut(t *testing.T) {
+	library.Register()
+	services.Register()
+	kinds := []string{redis, zookeeper, etcd, postgres, memcached}
+	for _, s := range catalogue() {
+		if s.Random {
+			continue
+		}
+		judged := map[string]bool{}
+		for lock := range s.Expect {
+			info, err := locks.Lookup(lock)
+			if err != nil {
+				t.Errorf("%s expects something of %s, which is no registered lock", s.Name, lock)
+				continue
+			}
+			judged[info.ServerKind()] = true
+		}
+		for _, k := range kinds {
+			switch {
+			case judged[k] && s.NotFor[k] != "":
+				t.Errorf("%s judges a %s lock and also says it cannot apply to them", s.Name, k)
+			case !judged[k] && s.NotFor[k] == "":
+				t.Errorf("%s judges no %s lock and does not say why (NotFor)", s.Name, k)
 			}
 		}
 	}

@@ -61,6 +61,11 @@ type Scenario struct {
 	Topology         Topology
 	// Expect says, for every lock the story applies to, what it must show.
 	Expect map[string]verdict.Expectation
+	// NotFor says, for each server kind (locks.Info.ServerKind) none of
+	// whose locks the story judges, why it cannot apply to them: -list
+	// prints it, so a reader comparing services sees a reason where a
+	// cell is empty, never a silent gap.
+	NotFor map[string]string
 	// Fairness adds the fairness checker (the story is about order).
 	Fairness bool
 	// HoldTTLs is how long, in TTLs, each client works in its critical

@@ -18,6 +18,7 @@ import (
 func clientStories(add func(Scenario)) {
 	add(Scenario{
 		Name:          "setnx-crash",
+		NotFor:        notFor(serviceKinds, "a crash between SETNX and EXPIRE, two Redis commands: each service's lock is taken in one request, and a dead client's session or lease ends on its own"),
 		Story:         "S1: a client dies right after its SETNX took the key, before it can send EXPIRE (or, for one-command locks, inside its critical section).",
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 8,
 		Expect: expect(
@@ -40,6 +41,7 @@ func clientStories(add func(Scenario)) {
 
 	add(Scenario{
 		Name:          "getset-skew",
+		NotFor:        notFor(serviceKinds, "moves a client's clock, which only the GETSET lock trusts: no service's lock decides anything by the client's clock"),
 		Story:         "S2: client 0's clock runs 3 TTLs ahead; the GETSET lock trusts client clocks, so client 0 sees live locks as expired and takes them.",
 		TimeLimitTTLs: 5, MinTimeLimitTTLs: 4,
 		// Holders work 0.1 TTL between read and write, so a stolen lock is
@@ -65,7 +67,8 @@ func clientStories(add func(Scenario)) {
 	})
 
 	add(Scenario{
-		Name: "unsafe-release",
+		Name:   "unsafe-release",
+		NotFor: notFor(serviceKinds, "S3 is a release by a plain DEL with no owner check: every service's release is owner-checked (its own node, key, session, row or CAS id)"),
 		Story: "S3: client 1's lease expires during a pause, client 2 takes the lock, client 1 wakes, writes and releases — " +
 			"with a plain DEL, client 2's lock — and client 3 takes it while client 2 still works.",
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 6,
@@ -90,7 +93,8 @@ func clientStories(add func(Scenario)) {
 	})
 
 	add(Scenario{
-		Name: "paused-release",
+		Name:   "paused-release",
+		NotFor: notFor(serviceKinds, "pauses a client between the commands of a Redis release; each service's release is one request"),
 		Story: "A client is paused whole for 1.5 TTLs right after the first reply of its release; its lease lapses, a successor " +
 			"takes the lock and works; then whatever else the release sends goes out. A release written as two commands " +
 			"(GET, compare, DEL) deletes the successor's lock, and a third client gets in while the successor works.",
@@ -115,7 +119,8 @@ func clientStories(add func(Scenario)) {
 	})
 
 	add(Scenario{
-		Name: "watchdog",
+		Name:   "watchdog",
+		NotFor: notFor(serviceKinds, "Redisson's watchdog under a pause and a cut: paused-holder and isolated-holder tell the services' sessions under the same two faults"),
 		Story: "S4: a watchdog lock's holder is paused whole for 2.5 TTLs (its watchdog stops with it); later another holder " +
 			"is cut off from the lock nodes while it works, so its renewals fail, and it keeps working.",
 		TimeLimitTTLs: 11, MinTimeLimitTTLs: 9,
@@ -137,6 +142,7 @@ func clientStories(add func(Scenario)) {
 	})
 	add(Scenario{
 		Name:          "watchdog-stall",
+		NotFor:        notFor(serviceKinds, "a slow holder that still reaches Redis: for the services, delayed-write tells a live holder that reaches its service, isolated-holder a slow one cut off"),
 		Story:         "S4 control: a holder's critical section is slow (2.5 TTLs) but its process lives and reaches Redis.",
 		Alone:         "the watchdog must renew every TTL/3 on time; a starved core lets a live holder's lease lapse",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
@@ -152,7 +158,8 @@ func clientStories(add func(Scenario)) {
 	})
 
 	add(Scenario{
-		Name: "fair-order",
+		Name:   "fair-order",
+		NotFor: notFor(serviceKinds, "judges Redisson's fair queue against two Redis locks for order; no service's lock is judged for order here"),
 		Story: "S5: clients hold the lock 0.1 TTL each, so four wait behind every holder; waiters must be granted in " +
 			"arrival order.",
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 4,
@@ -174,7 +181,8 @@ func clientStories(add func(Scenario)) {
 	})
 
 	add(Scenario{
-		Name: "dead-waiter",
+		Name:   "dead-waiter",
+		NotFor: notFor(serviceKinds, "a dead waiter in Redisson's fair queue; no service's lock keeps a queue that a dead waiter could hold up past its session"),
 		Story: "S5: clients queue as in fair-order; a client that has waited in acquire for 0.1 TTL dies; the queue must " +
 			"not stall longer than the dead waiter's timeout.",
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 7,

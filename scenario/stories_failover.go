@@ -14,7 +14,8 @@ import (
 // (F1).
 func failoverStories(add func(Scenario)) {
 	add(Scenario{
-		Name: "failover",
+		Name:   "failover",
+		NotFor: notFor(serviceKinds, "a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover, server-crash a single server's death"),
 		Story: "F1: replication to the replica is cut; a client locks on the master; while it works in its critical section " +
 			"the master is killed and the replica promoted by hand; the others lock on the new master.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,

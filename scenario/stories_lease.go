@@ -41,6 +41,12 @@ func leaseStories(add func(Scenario)) {
 			Why: "the lease is outlived just the same, but the store rejects the woken holder's stale token (Kleppmann's fencing)"},
 		"mutex", verdict.Expectation{Outcome: verdict.Safe,
 			Why: "the control: a mutex between goroutines has no lease to lapse, so a paused holder keeps it and the others wait"},
+		all(renewedSessions, serviceLeases), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
+			Why: "a paused process renews nothing: its session or lease lapses on the server, a successor writes, the holder wakes and writes too (Kleppmann: a consensus system does not stop a paused client either)"},
+		fencedSessions, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+			Why: "the session lapses just the same, but the woken holder's token (a creation zxid, a create revision) is stale and the store rejects it: Kleppmann's answer"},
+		"pg-advisory", verdict.Expectation{Outcome: verdict.Safe,
+			Why: "a session lock has no expiry: a paused process keeps its TCP connection, so PostgreSQL keeps its lock and the others wait"},
 	)
 	add(Scenario{
 		Name: "paused-holder",
@@ -67,6 +73,10 @@ func leaseStories(add func(Scenario)) {
 			watchdogLocks, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the holder's process is alive and reaches Redis, so its watchdog keeps renewing while the write is delayed: nobody else gets the lock (only a pause of the whole process, K1, defeats it)"},
 			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex has no lease, so a slow write only makes the others wait"},
+			serviceLeases, verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
+				Why: "the write outlives the lease in the network, where no client-side check can see it (Kleppmann)"},
+			all(sessionLocks, fencedSessions), verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the holder's process is alive and reaches its service, so its session lives on while the write is delayed: nobody else gets the lock"},
 		),
 		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
 		// The delay begins after 2 TTLs, not 1: five clients' first RedLock
@@ -88,9 +98,10 @@ func leaseStories(add func(Scenario)) {
 
 	add(Scenario{
 		Name:          "fencing",
+		NotFor:        notFor(postgres, "no PostgreSQL lock here carries a fencing token (the articles' locks do not)", memcached, "memcached-add carries no fencing token (memcached has no counter a lease could take one from atomically with add)"),
 		Story:         "K3 (Kleppmann 2016): K1 with a store that rejects tokens not greater than the last it accepted.",
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
-		Expect: expect("set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected}, Hide: []string{"stale-write"},
+		Expect: expect(all([]string{"set-nx-px-fenced"}, fencedSessions), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected}, Hide: []string{"stale-write"},
 			Why: "two clients believe they hold the lock, but tokens strictly increase and the store keeps itself consistent"}),
 		Requires: pausedHolderRequires,
 		Schedule: pausedHolder,

@@ -31,8 +31,9 @@ func redlockStories(add func(Scenario)) {
 	brokenPromise := verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 		Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
 	add(Scenario{
-		Name:  "redlock-clock-jump",
-		Nodes: redlockNodes,
+		Name:   "redlock-clock-jump",
+		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
+		Nodes:  redlockNodes,
 		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While one of them holds its three " +
 			"nodes (whichever locks first), C's clock jumps 10 TTLs forward and C drops the key; the other locks C and its own two.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
@@ -73,8 +74,9 @@ func redlockStories(add func(Scenario)) {
 	}
 	crashRestartRequires := []fault.Evidence{{Op: fault.Kill, Node: "n3"}, {Op: fault.Restart, Node: "n3"}, {Op: fault.PartitionStart}}
 	add(Scenario{
-		Name:  "redlock-crash-restart",
-		Nodes: redlockNodes,
+		Name:   "redlock-crash-restart",
+		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
+		Nodes:  redlockNodes,
 		Story: "K5 (Kleppmann 2016): client 0 holds A,B,C; C is killed and restarts at once without the key (no persistence); " +
 			"client 1 locks C,D,E.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
@@ -84,6 +86,7 @@ func redlockStories(add func(Scenario)) {
 	})
 	add(Scenario{
 		Name:          "redlock-crash-restart-delayed",
+		NotFor:        notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
 		Nodes:         redlockNodes,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but C restarts only after 2 TTLs, when every lease it held has expired.",
 		ExactClients:  2,
@@ -95,6 +98,7 @@ func redlockStories(add func(Scenario)) {
 	})
 	add(Scenario{
 		Name:          "redlock-crash-restart-fsync",
+		NotFor:        notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
 		Nodes:         redlockNodes,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but every node runs appendfsync always, so C restarts with the key.",
 		ExactClients:  2,
@@ -107,8 +111,9 @@ func redlockStories(add func(Scenario)) {
 	})
 
 	add(Scenario{
-		Name:  "redlock-paused-replies",
-		Nodes: redlockNodes,
+		Name:   "redlock-paused-replies",
+		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's validity check; each service's lock is taken in one request to one service"),
+		Nodes:  redlockNodes,
 		Story: "K6 (antirez 2016): client 1 sends SET to every node, all say OK, and it pauses for 1.5 TTLs before reading the replies; " +
 			"its keys expire, client 2 locks every node and works; client 1 reads its OKs while client 2 still holds the lock.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,

@@ -1,0 +1,173 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// The locks people choose instead of a Redis lock, grouped by what their
+// promise rests on.
+var (
+	// sessionLocks hold while a session lives (ZooKeeper's ephemeral node,
+	// etcd's lease kept alive, PostgreSQL's session lock) and give no
+	// deadline: the holder learns of a lost session only if it asks.
+	sessionLocks = []string{"zk", "etcd", "pg-advisory"}
+	// renewedSessions are the session locks whose session lapses when its
+	// holder stops talking: a paused or cut-off holder loses the lock.
+	renewedSessions = []string{"zk", "etcd"}
+	// fencedSessions are those two with their service's fencing token.
+	fencedSessions = []string{"zk-fenced", "etcd-fenced"}
+	// ensembleLocks run on a three-member ensemble that keeps the lock on
+	// a quorum.
+	ensembleLocks = all(renewedSessions, fencedSessions)
+	// serviceLeases are leases with a deadline kept by the server's own
+	// expiry: a row's expires_at, memcached's exptime.
+	serviceLeases = []string{"pg-lease", "memcached-add"}
+)
+
+// What to use instead: a server of the lock's own that dies, a leader that
+// is lost, a holder cut off from its service, and a server's clock.
+func serviceStories(add func(Scenario)) {
+	add(Scenario{
+		Name: "server-crash",
+		Story: "While a client holds the lock, its server (for an ensemble, member n1) loses power (kill -9, and what its disk " +
+			"had not synced is gone) and restarts at once; the holder, briefly paused inside its lease, then writes.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Expect: expect(
+			[]string{"set-nx-px", "memcached-add"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "the key lived only in the server's memory: it restarts without it and hands the lock out while the holder is within its lease (K5 on one node)"},
+			"pg-advisory", verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "a session lock lives in the server's memory: the restarted server has no session and no lock, and the holder, who does not ask, writes beside the next holder"},
+			ensembleLocks, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the lock lives on a quorum, which one member's death does not break; the member rejoins from its fsynced log"},
+		),
+		Requires: []fault.Evidence{{Op: fault.PowerLoss, Node: "n1"}, {Op: fault.Restart, Node: "n1"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return holderInLease(e, "power loss of n1, restarted at once", func(ctx context.Context) error {
+				if err := e.Nemesis.PowerLossNode("n1"); err != nil {
+					return err
+				}
+				return e.Nemesis.RestartNode(ctx, "n1", 0)
+			})
+		},
+	})
+
+	add(Scenario{
+		Name:   "leader-failover",
+		NotFor: notFor(redis, "a Redis node is no ensemble: failover tells a Redis replica promoted by hand", postgres, "a single PostgreSQL server has no leader to lose: server-crash tells its death", memcached, "a memcached server has no leader to lose: server-crash tells its death"),
+		Story: "While a client holds the lock, the leader of the ensemble is killed (kill -9) and stays down; the other two " +
+			"members elect a new leader; the holder, briefly paused, then writes and releases, and the others go on locking.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
+		Expect: expect(ensembleLocks, verdict.Expectation{Outcome: verdict.Safe,
+			Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"}),
+		Requires: []fault.Evidence{{Op: fault.Kill}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return holderInLease(e, "kill -9 the ensemble's leader", func(ctx context.Context) error {
+				leader, err := leaderOf(ctx, e)
+				if err != nil {
+					return err
+				}
+				return e.Nemesis.KillNode(leader)
+			})
+		},
+	})
+
+	add(Scenario{
+		Name: "isolated-holder",
+		Story: "A holder's critical section is slow (2.5 TTLs), and while it works it is cut off from every node of the lock's " +
+			"service (not from the store); the cut heals once it has written, as it goes to release.",
+		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
+		Expect: expect(
+			all(renewedSessions, []string{"reentrant"}), verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "the session (or watchdog) is renewed only while the holder reaches its service: it lapses under a holder that goes on working, and the next holder writes beside it"},
+			fencedSessions, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "the session lapses just the same, but the store rejects the cut-off holder's stale token (Kleppmann's fencing)"},
+			all([]string{"set-nx-px"}, serviceLeases), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
+				Why: "the work outlives the lease, cut off or not: a lease promises nothing past its deadline"},
+		),
+		// pg-advisory is left out: the server keeps the session while the
+		// cut lasts, but a healed link closes the connections it held, so
+		// the session ends then and whether the holder had released by
+		// that moment decides between safe and lock-unsafe.
+		Requires: []fault.Evidence{{Op: fault.Stall, Point: workloads.BeforeWrite}, {Op: fault.PartitionStart}, {Op: fault.PartitionEnd}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
+				Pause: e.TTLs(2.5), Stall: true,
+				Then: func(_ context.Context, client, _ int) error {
+					return e.Nemesis.Partition(nemesis.Grudge{e.Clients[client]: e.Nodes})
+				},
+				ThenName: "cut the holder off from every lock node",
+				// The cut heals when the holder has written and goes to
+				// release: healing it as the work ends would race the
+				// write, and a link that heals may end a session the
+				// cut kept open (PostgreSQL's), freeing the lock under a
+				// holder still at work.
+				After: func(_ context.Context, client, _ int) error {
+					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeRelease, Client: client,
+						Then: func(context.Context, int, int) error { return e.Nemesis.Heal() }, ThenName: "heal the cut"})
+					return nil
+				}})}, nil
+		},
+	})
+
+	add(Scenario{
+		Name:   "server-clock-jump",
+		NotFor: notFor(zookeeper, "ZooKeeper's JVM is not run under libfaketime here; its session expiry reads a monotonic clock, which a jump of the wall clock does not move", etcd, "etcd is a Go program: it reads the clock through the vDSO, which libfaketime cannot move"),
+		Story: "While a client holds the lock, the wall clock of its server (n1) jumps 10 TTLs forward; the holder, " +
+			"briefly paused inside its lease, then writes.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Topology: Topology{Clock: true},
+		Expect: expect(
+			[]string{"set-nx-px", "pg-lease"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "expiry follows the server's wall clock: the jump expires a live lease and the next holder takes it within the holder's deadline"},
+			"pg-advisory", verdict.Expectation{Outcome: verdict.Safe,
+				Why: "a session lock has no expiry: no clock is read"},
+			"memcached-add", verdict.Expectation{Outcome: verdict.Safe,
+				Why: "memcached ticks its item clock from a monotonic clock, which a jump of the wall clock does not move"},
+		),
+		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n1"}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return holderInLease(e, fmt.Sprintf("jump n1's clock %s forward", e.TTLs(10)),
+				func(context.Context) error { return e.Nemesis.BumpClock("n1", e.TTLs(10)) })
+		},
+	})
+}
+
+// holderInLease is the schedule of a fault done to a holder's service
+// (then, named name) as K5 tells it: the next holder to reach its write
+// waits there while the fault happens, then pauses briefly, ending inside
+// its lease, so a lock that forgot the holder has handed the key on before
+// the holder writes.
+func holderInLease(e *Env, name string, then func(context.Context) error) (nemesis.Schedule, error) {
+	return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
+		Pause: e.TTLs(0.6), InLease: e.TTLs(0.1), MinPause: e.TTLs(0.3),
+		Then:     func(ctx context.Context, _, _ int) error { return then(ctx) },
+		ThenName: name})}, nil
+}
+
+// leaderOf is the lock node that says it leads its ensemble, asked until
+// one does or a second has passed (an election may be under way).
+func leaderOf(ctx context.Context, e *Env) (string, error) {
+	deadline := time.Now().Add(time.Second)
+	for {
+		for _, name := range e.Nodes {
+			if role, err := e.Nemesis.Node(name).Role(ctx); err == nil && role == "leader" {
+				return name, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no lock node says it leads its ensemble")
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
