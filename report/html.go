@@ -173,10 +173,11 @@ func countAll(vs []checker.Verdict) int {
 var indexPage = template.Must(template.New("index").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>locktorture results</title><style>` + style + `</style></head><body>
 <h1>locktorture results</h1>
-{{if .Matrix}}<h2>Last matrix ({{.Matrix.Matched}} of {{.Matrix.Total}} matched{{if .Matrix.Starved}}, {{.Matrix.Starved}} starved{{end}}, {{.MatrixStarted}})</h2>
-<table><tr><th>scenario</th>{{range .Grid.Locks}}<th>{{.}}</th>{{end}}</tr>
+{{if .Matrix}}{{.Matrix.ComparisonHTML}}
+<h2>Last matrix ({{.Matrix.Matched}} of {{.Matrix.Total}} matched{{if .Matrix.Starved}}, {{.Matrix.Starved}} starved{{end}}, {{.MatrixStarted}})</h2>
+<div style="max-width:100%;overflow-x:auto"><table><tr><th>scenario</th>{{range .Grid.Locks}}<th>{{.}}</th>{{end}}</tr>
 {{range .Grid.Rows}}<tr><td>{{.Scenario}}</td>{{range .Cells}}<td>{{if .Dir}}<a href="{{.Href}}" class="{{if .Matched}}valid{{else}}invalid{{end}}"{{if .Starved}} title="starved: {{.Starved}}"{{end}}>{{.Outcome}}{{if not .Matched}} ✗{{end}}</a>{{else if .Outcome}}<span class="invalid">{{.Outcome}}</span>{{end}}</td>{{end}}</tr>{{end}}
-</table>{{end}}
+</table></div>{{end}}
 <h2>Runs ({{len .Runs}})</h2>
 <table><tr><th>started</th><th>scenario</th><th>lock</th><th>expected</th><th>observed</th><th></th></tr>
 {{range .Runs}}<tr><td>{{.Started}}</td><td>{{.Scenario}}</td><td>{{.Lock}}</td><td>{{.Expected}}</td><td>{{.Outcome}}</td><td><a href="{{.Href}}" class="{{if .Matched}}valid{{else}}invalid{{end}}">{{if .Matched}}matched{{else}}did not match{{end}}</a></td></tr>{{end}}

@@ -93,7 +93,8 @@ func (m *Matrix) Count() {
 	}
 }
 
-// WriteSummary writes summary.json and matrix.md into dir.
+// WriteSummary writes summary.json, matrix.md (the grid) and
+// comparison.md (the comparison of services, for the README) into dir.
 func WriteSummary(dir string, s Matrix) error {
 	s.Count()
 	b, err := json.MarshalIndent(s, "", "  ")
@@ -106,13 +107,17 @@ func WriteSummary(dir string, s Matrix) error {
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("report: %w", err)
 	}
-	f, err := os.Create(filepath.Join(dir, "matrix.md"))
-	if err != nil {
-		return fmt.Errorf("report: %w", err)
+	for name, write := range map[string]func(io.Writer, []Entry){"matrix.md": MatrixMarkdown, "comparison.md": ComparisonMarkdown} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
+		write(f, s.Entries)
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("report: %w", err)
+		}
 	}
-	defer f.Close()
-	MatrixMarkdown(f, s.Entries)
-	return f.Close()
+	return nil
 }
 
 // Merge joins the shards' results in dirs into out: each shard's run
