@@ -58,6 +58,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		scenarios = fs.String("scenario", "all", "scenario name(s), comma-separated, or all")
 		lockNames = fs.String("lock", "", "lock name(s), comma-separated (default: every lock the scenario has an expectation for)")
+		services  = fs.String("service", "", "run only the locks on these server kind(s), comma-separated: "+strings.Join(cluster.Kinds(), ", ")+" (default: every kind)")
 		clients   = fs.Int("clients", 0, "number of clients (default: the scenario's)")
 		ttl       = fs.Duration("ttl", 0, "lease time (default: the scenario's)")
 		timeLimit = fs.Duration("time-limit", 0, "how long clients keep working (default: the scenario's)")
@@ -74,7 +75,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-v] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -100,7 +101,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case f.Name == "clients" && *clients <= 0, f.Name == "ttl" && *ttl <= 0, f.Name == "time-limit" && *timeLimit <= 0,
 			f.Name == "parallel" && *parallel < 1:
 			bad = fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", f.Name, f.Value)
-		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "out" || f.Name == "backend") && strings.TrimSpace(f.Value.String()) == "":
+		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "service" || f.Name == "out" || f.Name == "backend") && strings.TrimSpace(f.Value.String()) == "":
 			bad = fmt.Sprintf("-%s is empty (omit the flag for the default)", f.Name)
 		}
 	})
@@ -121,7 +122,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *seed == 0 {
 		*seed = time.Now().UnixNano()
 	}
-	pairs, err := plan(*scenarios, *lockNames)
+	pairs, err := plan(*scenarios, *lockNames, *services)
 	if err != nil {
 		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 2
@@ -324,8 +325,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // plan expands the -scenario and -lock lists into (scenario, lock) pairs.
 // A lock named explicitly must apply to every scenario named; with no -lock,
 // each scenario runs every lock it has an expectation for.
-func plan(scenarioList, lockList string) ([][2]string, error) {
+func plan(scenarioList, lockList, serviceList string) ([][2]string, error) {
 	var names []string
+	kinds := split(serviceList)
+	for _, k := range kinds {
+		if _, err := cluster.LookupKind(k); err != nil {
+			return nil, fmt.Errorf("-service %s: no such server kind (one of %s)", k, strings.Join(cluster.Kinds(), ", "))
+		}
+	}
 	if slices.Contains(split(scenarioList), "all") && scenarioList != "all" {
 		return nil, errors.New(`-scenario all runs every story and cannot be combined with other names`)
 	}
@@ -356,16 +363,23 @@ func plan(scenarioList, lockList string) ([][2]string, error) {
 			ls = s.Locks()
 		}
 		for _, l := range ls {
-			if _, err := locks.Lookup(l); err != nil {
+			lk, err := locks.Lookup(l)
+			if err != nil {
 				return nil, err
 			}
 			if _, ok := s.Expect[l]; !ok && scenarioList == "all" {
+				continue
+			}
+			if len(kinds) > 0 && !slices.Contains(kinds, lk.ServerKind()) {
 				continue
 			}
 			pairs = append(pairs, [2]string{sn, l})
 		}
 	}
 	if len(pairs) == 0 {
+		if len(kinds) > 0 {
+			return nil, fmt.Errorf("no scenario in %q applies to a lock on %s", scenarioList, serviceList)
+		}
 		return nil, fmt.Errorf("no scenario in %q applies to lock %q", scenarioList, lockList)
 	}
 	return pairs, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/verdict"
 )
 
@@ -43,6 +44,8 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		"random, no lock":  {"-scenario", "random"},
 		"all and more":     {"-scenario", "random,all"},
 		"bad shard":        {"-shard", "3/2"},
+		"unknown service":  {"-service", "mysql"},
+		"service, no pair": {"-scenario", "leader-failover", "-service", "postgres"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -68,6 +71,33 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 	run(context.Background(), []string{"-scenario", "nope"}, &bytes.Buffer{}, &errb)
 	if !strings.Contains(errb.String(), "paused-holder") {
 		t.Fatalf("unknown scenario error must list the valid names: %q", errb.String())
+	}
+}
+
+// -service keeps the pairs whose lock runs on the named kinds, and only
+// those: the Makefile splits the matrix by it.
+func TestServiceKeepsOnlyItsLocks(t *testing.T) {
+	pairs, err := plan("all", "", "postgres,memcached")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		info, _ := locks.Lookup(p[1])
+		if k := info.ServerKind(); k != "postgres" && k != "memcached" {
+			t.Fatalf("pair %s/%s runs on %s", p[0], p[1], k)
+		}
+		seen[p[1]] = true
+	}
+	for _, want := range []string{"pg-advisory", "pg-lease", "memcached-add"} {
+		if !seen[want] {
+			t.Fatalf("no pair of %s in %v", want, pairs)
+		}
+	}
+	all, _ := plan("all", "", "")
+	redis, _ := plan("all", "", "redis")
+	if len(redis) == 0 || len(redis)+len(pairs) >= len(all) {
+		t.Fatalf("redis %d + postgres and memcached %d pairs of %d: ZooKeeper's and etcd's are missing", len(redis), len(pairs), len(all))
 	}
 }
 
