@@ -142,40 +142,33 @@ var unjudgedWords = map[verdict.Outcome]string{
 	verdict.Errored: "err", verdict.Interrupted: "intr",
 }
 
+// lookOf is o's look: its own, or for an outcome that is not evidence
+// (and any word this package does not know) the not-judged look with its
+// few letters; an empty cell has only its colour.
+func lookOf(o verdict.Outcome) look {
+	if l, ok := looks[o]; ok {
+		return l
+	}
+	if o == "" {
+		return look{class: "cmp-empty", happened: "not judged"}
+	}
+	w, ok := unjudgedWords[o]
+	if !ok {
+		w = string(o[:min(len(o), 5)])
+	}
+	return look{class: "cmp-none", word: w, happened: "not judged", symbol: "⚪"}
+}
+
 // CellClass names the colour of an outcome: what happened to the
 // protected resource. Every outcome that is not evidence, and any word
 // this package does not know, is "cmp-none" (not judged).
-func CellClass(o verdict.Outcome) string {
-	if l, ok := looks[o]; ok {
-		return l.class
-	}
-	if o == "" {
-		return "cmp-empty"
-	}
-	return "cmp-none"
-}
+func CellClass(o verdict.Outcome) string { return lookOf(o).class }
 
 // cellWord is the few letters a cell has room for.
-func cellWord(o verdict.Outcome) string {
-	if l, ok := looks[o]; ok {
-		return l.word
-	}
-	if w, ok := unjudgedWords[o]; ok {
-		return w
-	}
-	if len(o) > 5 {
-		return string(o[:5])
-	}
-	return string(o)
-}
+func cellWord(o verdict.Outcome) string { return lookOf(o).word }
 
 // happened says in words what the colour stands for.
-func happened(o verdict.Outcome) string {
-	if l, ok := looks[o]; ok {
-		return l.happened
-	}
-	return "not judged"
-}
+func happened(o verdict.Outcome) string { return lookOf(o).happened }
 
 // runHref is the run's page relative to the results root. A run directory
 // is always root/scenario/lock/stamp (WriteIndex finds runs so), so its
@@ -349,15 +342,7 @@ func (c ComparisonTable) HTML() template.HTML {
 func (m Matrix) ComparisonHTML() template.HTML { return Comparison(m.Entries).HTML() }
 
 // markdownSymbol is a cell's symbol in the README.
-func markdownSymbol(o verdict.Outcome) string {
-	if l, ok := looks[o]; ok {
-		return l.symbol
-	}
-	if o == "" {
-		return ""
-	}
-	return "⚪"
-}
+func markdownSymbol(o verdict.Outcome) string { return lookOf(o).symbol }
 
 // ComparisonMarkdown writes the comparison as a Markdown table for the
 // README: a symbol per cell, ✗ after it where the run did not match its
