@@ -136,6 +136,14 @@ type Details struct {
 	Allowance    time.Duration `json:"allowance_ns,omitempty"`
 	LongestStall time.Duration `json:"longest_stall_ns,omitempty"`
 
+	// GhostHolds: the spans longer than its bound in which the nodes held
+	// a key no client believed it held, and the longest of them.
+	GhostKeys    int           `json:"ghost_keys,omitempty"`
+	LongestGhost time.Duration `json:"longest_ghost_ns,omitempty"`
+
+	// StolenKeys: the keys a node handed from a live lease to another.
+	StolenKeys int `json:"stolen_keys,omitempty"`
+
 	// Fairness: the grants judged, and the overtakings among them.
 	Grants      int `json:"grants,omitempty"`
 	Overtakings int `json:"overtakings,omitempty"`

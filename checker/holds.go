@@ -31,9 +31,13 @@ func (a Hold) beganDuring(b Hold) bool {
 	return a.Start <= b.Start && (b.Start < a.End || a.Open)
 }
 
-// lease is one successful acquire within a hold: when it returned, and
-// the validity deadline it came with (0: none).
-type lease struct{ at, deadline int64 }
+// lease is one successful acquire within a hold: when it returned, the
+// validity deadline it came with (0: none), and its token, by which what
+// a node held is told apart ("": none recorded).
+type lease struct {
+	at, deadline int64
+	token        string
+}
 
 // hold is a Hold with the leases granted in it, how many entries it
 // still counts and, for a hold a release ended, that release's completion
@@ -113,12 +117,12 @@ func holdsOf(ops []history.Op) ([]hold, []Refusal) {
 				open[p][op.Key] = i
 				out = append(out, hold{Hold: Hold{Key: op.Key, Process: p, Start: op.Time}})
 			}
-			var d int64
+			l := lease{at: op.Time}
 			if op.Value != nil {
-				d = op.Value.Deadline
+				l.deadline, l.token = op.Value.Deadline, op.Value.Token
 			}
 			out[i].entries++
-			out[i].leases = append(out[i].leases, lease{op.Time, d})
+			out[i].leases = append(out[i].leases, l)
 		case op.F == history.Release && op.Type == history.Invoke:
 			i, ok := open[p][op.Key]
 			if !ok {

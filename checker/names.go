@@ -19,6 +19,10 @@ const (
 	PromiseName Name = "promise"
 	// LivenessName is Liveness': keys stuck past the allowance.
 	LivenessName Name = "liveness"
+	// GhostHoldsName is GhostHolds': keys the nodes held for nobody.
+	GhostHoldsName Name = "ghost-holds"
+	// StolenKeysName is StolenKeys': keys taken from a live owner.
+	StolenKeysName Name = "stolen-keys"
 	// FairnessName is Fairness': later waiters granted first.
 	FairnessName Name = "fairness"
 )
@@ -40,13 +44,15 @@ var severities = [...]Severity{
 	{IntervalsName, "lock-unsafe"},
 	{LinearizableName, "lock-unsafe"},
 	{PromiseName, "lock-unsafe"},
+	{StolenKeysName, "lock-unsafe"},
 	{LivenessName, "deadlock"},
+	{GhostHoldsName, "deadlock"},
 	{FairnessName, "unfair"},
 }
 
 // Severities returns the outcome each checker's failure means, the most
 // serious first: a corrupted resource ("unsafe"), then a violated lock,
-// whichever of three checkers saw it ("lock-unsafe"), then a stuck one
+// whichever of four checkers saw it ("lock-unsafe"), then a stuck one
 // ("deadlock"), then an unfair one ("unfair"). A run's outcome is the
 // Outcome of the first entry whose checker found the history invalid, so
 // code that sums verdicts up walks this table rather than naming checkers.

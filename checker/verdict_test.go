@@ -62,10 +62,16 @@ func TestVerdictsSurviveJSON(t *testing.T) {
 		Linearizable{Semantics: Fenced, Timeout: 10 * time.Second},
 		Linearizable{Timeout: -1}, // out of time before it began: Unknown, with a reason
 		Promise{}, Liveness{Allowance: 100}, Fairness{Margin: 5},
+		GhostHolds{Bound: 1, Allowance: 100, Quorum: 1}, StolenKeys{},
 	}
+	// What the nodes held: a stolen key, then a ghost.
+	var held h
+	held.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+	held.grant(1, "B", ms(1100), ms(50), ms(100)).seen("n1", "B", 0, ms(101))
+	held.add(1, history.Info, history.Write, "R", nil, ms(150), "crashed").refused(2, ms(160), ms(300))
 	keys := map[string]bool{}
 	validities := map[Validity]bool{}
-	for _, ops := range [][]history.Op{everything(), sorted(noDeadlines)} {
+	for _, ops := range [][]history.Op{everything(), sorted(noDeadlines), sorted(held)} {
 		for _, c := range checkers {
 			v := c.Check(ops)
 			if v.Checker != c.Name() {
@@ -102,6 +108,7 @@ func TestVerdictsSurviveJSON(t *testing.T) {
 		"promises", "broken_promises", "leases_lost", "note",
 		"allowance_ns", "longest_stall_ns",
 		"grants", "overtakings",
+		"ghost_keys", "longest_ghost_ns", "stolen_keys",
 	}
 	slices.Sort(want)
 	if got := slices.Sorted(maps.Keys(keys)); !slices.Equal(got, want) {
@@ -127,7 +134,8 @@ func TestZeroDetailsAreLeftOut(t *testing.T) {
 // verdict is the first invalid one the table lists.
 func TestSeverityTable(t *testing.T) {
 	table := Severities()
-	for _, c := range []Checker{Resource{}, Intervals{}, Linearizable{}, Promise{}, Liveness{}, Fairness{}} {
+	checkers := []Checker{Resource{}, Intervals{}, Linearizable{}, Promise{}, StolenKeys{}, Liveness{}, GhostHolds{}, Fairness{}}
+	for _, c := range checkers {
 		n := 0
 		for _, s := range table {
 			if s.Checker == c.Name() {
@@ -138,8 +146,8 @@ func TestSeverityTable(t *testing.T) {
 			t.Errorf("%s has %d entries in the severity table, want 1", c.Name(), n)
 		}
 	}
-	if len(table) != 6 {
-		t.Errorf("%d entries for 6 checkers", len(table))
+	if len(table) != len(checkers) {
+		t.Errorf("%d entries for %d checkers", len(table), len(checkers))
 	}
 	table[0].Outcome = "changed"
 	if Severities()[0].Outcome != "unsafe" {

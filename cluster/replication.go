@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +27,27 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	return c.Do(ctx, args...).Result()
 }
 
+// InfoField is one field of a section of the node's INFO
+// ("replication", "master_link_status"), read straight from its port,
+// and "" when the section does not have it.
+func (n *Node) InfoField(ctx context.Context, section, field string) (string, error) {
+	if !n.spec.Kind.RESP {
+		return "", fmt.Errorf("cluster: %s is a %s node: INFO is Redis's", n.Name, n.spec.Kind.Name)
+	}
+	c := n.admin()
+	defer c.Close()
+	info, err := c.InfoMap(ctx, section).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, fields := range info {
+		if v, ok := fields[field]; ok {
+			return v, nil
+		}
+	}
+	return "", nil
+}
+
 // ReplicaOf makes n a replica of master, replicating through its own link
 // (peer "repl:<n>") so a nemesis can cut replication alone. It returns
 // once the first sync is done.
@@ -42,8 +62,7 @@ func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		info, err := n.Do(ctx, "INFO", "replication")
-		if err == nil && strings.Contains(fmt.Sprint(info), "master_link_status:up") {
+		if status, err := n.InfoField(ctx, "replication", "master_link_status"); err == nil && status == "up" {
 			return nil
 		}
 		if time.Now().After(deadline) {

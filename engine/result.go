@@ -138,6 +138,12 @@ func Checkers(s scenario.Scenario, info locks.Info, ttl time.Duration) []checker
 		checker.Promise{},
 		checker.Resource{},
 		checker.Liveness{Allowance: allowance},
+		// A ghost is counted past a tenth of the lease (well past a reply's
+		// round trip) and blocks others only past the liveness allowance;
+		// a RedLock client is blocked once the nodes left free are fewer
+		// than its majority.
+		checker.GhostHolds{Bound: max(50*time.Millisecond, ttl/10), Allowance: allowance, Quorum: info.Nodes - info.Nodes/2},
+		checker.StolenKeys{},
 	}
 	if s.Fairness {
 		cs = append(cs, checker.Fairness{Margin: 20 * time.Millisecond})

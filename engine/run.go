@@ -14,6 +14,7 @@ import (
 	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/observe"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
@@ -60,7 +61,8 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	var lockNodes []cluster.NodeOptions
 	for i := 1; i <= info.Nodes; i++ {
 		name := fmt.Sprintf("n%d", i)
-		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence})
+		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence,
+			Args: s.Topology.Args})
 		env.Nodes = append(env.Nodes, name)
 	}
 	if _, err := cl.AddNodes(ctx, lockNodes); err != nil {
@@ -135,6 +137,17 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	stop, cancelStop := context.WithCancel(ctx)
 	defer cancelStop()
 	res.Ready = rec.Now()
+	// What the lock nodes hold is read beside the clients, straight from
+	// each node's own port, until the clients stop.
+	var watched []*cluster.Node
+	for _, name := range env.Nodes {
+		watched = append(watched, cl.Node(name))
+	}
+	if env.Replica != "" {
+		watched = append(watched, cl.Node(env.Replica))
+	}
+	observer := observe.Start(observe.Options{Nodes: watched, Key: wo.Key, Rec: rec})
+	defer observer.Stop()
 	probe := lateness.Start(lateness.Options{Now: rec.Now,
 		Ping: func(ctx context.Context) error { return probeClient.Ping(ctx).Err() }})
 	// The schedule's opening is in place before any client moves; a failed
@@ -155,6 +168,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	werr := clients.Run(stop, ctx)
 	cancelStop()
+	observer.Stop()
 	res.Lateness = probe.Stop()
 	nerr := <-nemErr
 	procs.close()

@@ -34,6 +34,11 @@ const (
 // in the same history as client ops.
 const NemesisProcess = -1
 
+// ObserverProcess is the process id of the harness's reader of what the
+// lock nodes held (Observe ops): it is neither a client nor a fault, so
+// checkers of clients' beliefs and of faults pass over it.
+const ObserverProcess = -2
+
 // Function names of the clients' ops, shared by workloads and checkers.
 // The nemesis's ops are package fault's.
 const (
@@ -41,6 +46,14 @@ const (
 	Release = "release"
 	Read    = "read"
 	Write   = "write"
+	// Observe is what a lock node held of a key when the observer read it
+	// straight from the node's own address: the owner in Value.Token (the
+	// lease token stored in the value, or a hash lock's owner field; empty
+	// when the key did not exist), Value.Deadline the harness time (ns)
+	// by which the key expires at the earliest (0: no expiry), Value.Target
+	// the node, Error set when the node did not answer. It is recorded
+	// when that changes, as one OK op without an invocation.
+	Observe = "observe"
 )
 
 // Value carries what an op was about. Fields are optional; which ones are set

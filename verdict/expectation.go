@@ -32,16 +32,22 @@ func (e Expectation) String() string {
 	return s
 }
 
-// StaleWriteRejected is the observation that the fenced store refused at
-// least one write: the one observation that is a fact of the run rather
-// than an anomaly kind a checker counts.
-const StaleWriteRejected = "stale-write-rejected"
+// The observations that are facts of the run rather than anomaly kinds a
+// checker counts.
+const (
+	// StaleWriteRejected: the fenced store refused at least one write.
+	StaleWriteRejected = "stale-write-rejected"
+	// GhostKey: a node held the lock key while no client believed it held
+	// it, longer than a command's round trip (a lost reply, a dead
+	// holder's lease): what a story of lost replies must show happened.
+	GhostKey = "ghost-key"
+)
 
 // ObservationWords lists what an expectation may require (+) or forbid (−):
 // the anomaly kinds the checkers report, and the facts a run records.
 var ObservationWords = []string{
-	"deadlock", "double-holder", "foreign-release", "lease-lost", "lost-update", "not-linearizable",
-	"overtaken", "promise-broken", "stale-write", StaleWriteRejected,
+	"deadlock", "double-holder", "foreign-release", "ghost-hold", GhostKey, "lease-lost", "lost-update", "not-linearizable",
+	"overtaken", "promise-broken", "stale-write", StaleWriteRejected, "stolen-key",
 }
 
 // ParseExpectation reads an expectation in the words the matrix prints:

@@ -143,8 +143,9 @@ func Sum(vs []checker.Verdict) Outcome {
 	return Safe
 }
 
-// Observations lists, sorted, the anomaly kinds the verdicts report and
-// StaleWriteRejected when the fenced store refused a write.
+// Observations lists, sorted, the anomaly kinds the verdicts report,
+// StaleWriteRejected when the fenced store refused a write and GhostKey
+// when a node held the key for nobody.
 func Observations(vs []checker.Verdict) []string {
 	seen := map[string]bool{}
 	for _, v := range vs {
@@ -153,6 +154,9 @@ func Observations(vs []checker.Verdict) []string {
 		}
 		if v.Details.StaleWritesRejected > 0 {
 			seen[StaleWriteRejected] = true
+		}
+		if v.Details.GhostKeys > 0 {
+			seen[GhostKey] = true
 		}
 	}
 	out := make([]string, 0, len(seen))

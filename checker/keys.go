@@ -1,0 +1,313 @@
+package checker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+)
+
+// Observation is what one lock node held of a key when the observer read
+// it (a history.Observe op): the key's owner ("" when it did not exist)
+// and the earliest time it expires (0: never), or that the node did not
+// answer.
+type Observation struct {
+	Node, Key, Owner string
+	// At is when it was recorded (harness ns), after the read returned.
+	At int64
+	// Deadline is the harness time before which the key cannot have
+	// expired (0: it has no expiry).
+	Deadline    int64
+	Unreachable bool
+}
+
+// present says whether the node is known to hold the key.
+func (o Observation) present() bool { return !o.Unreachable && o.Owner != "" }
+
+// ObservationsOf lists the observations in a history, by node, each
+// node's in time order.
+func ObservationsOf(ops []history.Op) map[string][]Observation {
+	out := map[string][]Observation{}
+	for _, op := range ops {
+		if op.Process != history.ObserverProcess || op.F != history.Observe || op.Value == nil {
+			continue
+		}
+		o := Observation{Node: op.Value.Target, Key: op.Key, Owner: op.Value.Token, At: op.Time,
+			Deadline: op.Value.Deadline, Unreachable: op.Error != ""}
+		out[o.Node] = append(out[o.Node], o)
+	}
+	return out
+}
+
+// GhostHolds finds ghost holds: spans in which enough lock nodes held the
+// key for owners none of whose holders believed they held it. A lost reply
+// leaves one (the SET took the key, its client heard an error or nothing),
+// so does a crashed holder until its lease runs out, and a watchdog that
+// renews for a holder who has given up. A holder believes from its
+// acquire's return to its release's call, so the moments between a
+// command's effect and its reply are ghosts too, shorter than Bound. Every
+// span longer than Bound is counted (Details.GhostKeys); one longer than
+// Allowance in which an acquire was refused after the allowance ran out is
+// an anomaly: the key blocked others for longer than any lease explains.
+type GhostHolds struct {
+	// Bound is the shortest ghost hold counted: shorter ones are the
+	// moment between a command's effect and its reply.
+	Bound time.Duration
+	// Allowance is the longest a ghost may block others (the liveness
+	// checker's allowance: a dead holder's lease and a retry).
+	Allowance time.Duration
+	// Quorum is how many nodes must hold the key for it to block a client
+	// (the nodes a RedLock client cannot do without; 1 for a single node
+	// and its replica).
+	Quorum int
+}
+
+// Name is GhostHoldsName.
+func (GhostHolds) Name() Name { return GhostHoldsName }
+
+// Check reports ghost holds.
+func (g GhostHolds) Check(ops []history.Op) Verdict {
+	v := Verdict{Checker: GhostHoldsName, Valid: Valid, Details: Details{Allowance: g.Allowance}}
+	byNode := ObservationsOf(ops)
+	if len(byNode) == 0 || len(ops) == 0 {
+		v.Details.Note = "no observations of the nodes: nothing to check"
+		return v
+	}
+	end := ops[len(ops)-1].Time
+	quorum := max(g.Quorum, 1)
+	belief := beliefs(ops, end)
+	refusals := map[string][]int64{} // key → when its refused acquires returned
+	for _, p := range history.Pairs(ops) {
+		if p.Invoke.F == history.Acquire && p.Completion != nil && p.Completion.Type == history.Fail {
+			refusals[p.Invoke.Key] = append(refusals[p.Invoke.Key], p.Completion.Time)
+		}
+	}
+	for _, key := range observedKeys(byNode) {
+		var times []int64
+		var nodes [][]Observation
+		for _, node := range slices.Sorted(maps.Keys(byNode)) {
+			var mine []Observation
+			for _, o := range byNode[node] {
+				if o.Key == key {
+					mine = append(mine, o)
+					times = append(times, o.At)
+				}
+			}
+			nodes = append(nodes, mine)
+		}
+		for _, spans := range belief[key] {
+			for _, b := range spans {
+				times = append(times, b.start, b.end)
+			}
+		}
+		slices.Sort(times)
+		times = slices.Compact(times)
+		fails := refusals[key]
+		slices.Sort(fails)
+		at := make([]int, len(nodes)) // each node's observation in force
+		for i := range at {
+			at[i] = -1
+		}
+		var ghostFrom int64 = -1
+		for _, t := range times {
+			unowned := 0
+			for n, obs := range nodes {
+				for at[n]+1 < len(obs) && obs[at[n]+1].At <= t {
+					at[n]++
+				}
+				if at[n] >= 0 && obs[at[n]].present() && !believedAt(belief[key][obs[at[n]].Owner], t) {
+					unowned++
+				}
+			}
+			ghost := unowned >= quorum
+			switch {
+			case ghost && ghostFrom < 0:
+				ghostFrom = t
+			case !ghost && ghostFrom >= 0:
+				g.ghost(&v, key, ghostFrom, t, fails)
+				ghostFrom = -1
+			}
+		}
+		if ghostFrom >= 0 {
+			g.ghost(&v, key, ghostFrom, end, fails)
+		}
+	}
+	return v
+}
+
+// ghost counts one ghost span and reports it when it blocked others past
+// the allowance.
+func (g GhostHolds) ghost(v *Verdict, key string, from, to int64, fails []int64) {
+	d := to - from
+	if d <= int64(g.Bound) {
+		return
+	}
+	v.Details.GhostKeys++
+	v.Details.LongestGhost = max(v.Details.LongestGhost, time.Duration(d))
+	allow := int64(g.Allowance)
+	f := sort.Search(len(fails), func(j int) bool { return fails[j] > from+allow })
+	if d <= allow || f == len(fails) || fails[f] > to {
+		return
+	}
+	v.add(Anomaly{Kind: "ghost-hold", Key: key, Start: from, End: to,
+		Text: fmt.Sprintf("the nodes held %q from %s to %s (%s) for owners no client believed it was, and refused others past the allowance %s",
+			key, seconds(from), seconds(to), span(d), g.Allowance)})
+}
+
+// observedKeys lists the keys the observations name, sorted.
+func observedKeys(byNode map[string][]Observation) []string {
+	keys := map[string]bool{}
+	for _, obs := range byNode {
+		for _, o := range obs {
+			keys[o.Key] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(keys))
+}
+
+// beliefs are, by key and lease token, the spans in which the process
+// granted that token believed it held the key: the hold its acquire
+// returned into (a reentrant holder's hold spans every entry).
+func beliefs(ops []history.Op, end int64) map[string]map[string][]busy {
+	out := map[string]map[string][]busy{}
+	hs, _ := holdsOf(ops)
+	for _, h := range hs {
+		e := h.End
+		if h.Open {
+			e = end
+		}
+		for _, l := range h.leases {
+			if l.token == "" {
+				continue
+			}
+			if out[h.Key] == nil {
+				out[h.Key] = map[string][]busy{}
+			}
+			out[h.Key][l.token] = append(out[h.Key][l.token], busy{h.Start, e})
+		}
+	}
+	return out
+}
+
+// believedAt says whether one of spans covers t (from its start, up to
+// and excluding its end).
+func believedAt(spans []busy, t int64) bool {
+	return slices.ContainsFunc(spans, func(b busy) bool { return b.start <= t && t < b.end })
+}
+
+// StolenKeys finds keys taken from a live owner: a node held the key for
+// one lease, and next for another, with nothing in between that could
+// have removed the first: no read that found the key gone, no release of
+// the first lease (nor any release that deleted something), no expiry of
+// the first (its earliest deadline still ahead), no fault on that node,
+// while the first lease's holder still believed it and its promise ran.
+// Only an overwrite does that: a renewal or a retry that SET someone
+// else's key, a GETSET on a clock that ran ahead. A correct lock never
+// shows one, whatever its clients believed.
+type StolenKeys struct{}
+
+// Name is StolenKeysName.
+func (StolenKeys) Name() Name { return StolenKeysName }
+
+// Check reports stolen keys.
+func (StolenKeys) Check(ops []history.Op) Verdict {
+	v := Verdict{Checker: StolenKeysName, Valid: Valid}
+	byNode := ObservationsOf(ops)
+	if len(byNode) == 0 {
+		v.Details.Note = "no observations of the nodes: nothing to check"
+		return v
+	}
+	type grant struct {
+		hold  *hold
+		lease lease
+	}
+	grants := map[string][]grant{} // token → the acquires that returned it
+	hs, _ := holdsOf(ops)
+	for i := range hs {
+		for _, l := range hs[i].leases {
+			if l.token != "" {
+				grants[l.token] = append(grants[l.token], grant{&hs[i], l})
+			}
+		}
+	}
+	var releases []history.Pair
+	for _, p := range history.Pairs(ops) {
+		if p.Invoke.F == history.Release && p.Invoke.Process >= 0 {
+			releases = append(releases, p)
+		}
+	}
+	// live is the process that held key under token at t with its
+	// promise still running, or -1.
+	live := func(key, token string, t int64) int {
+		for _, g := range grants[token] {
+			h, l := g.hold, g.lease
+			if h.Key == key && l.at <= t && (l.deadline == 0 || l.deadline > t) && (t < h.End || h.Open) {
+				return h.Process
+			}
+		}
+		return -1
+	}
+	holder := func(token string) int {
+		if gs := grants[token]; len(gs) > 0 {
+			return gs[0].hold.Process
+		}
+		return -1
+	}
+	var faults []history.Op
+	for _, op := range ops {
+		if op.Process == history.NemesisProcess && op.Type == history.OK && op.Value != nil && op.Value.Site != nil {
+			if _, ok := fault.Lookup(fault.Op(op.F)); ok {
+				faults = append(faults, op)
+			}
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
+		obs := byNode[node]
+		for i := 0; i+1 < len(obs); i++ {
+			a, b := obs[i], obs[i+1]
+			if !a.present() || !b.present() || a.Owner == b.Owner || a.Key != b.Key {
+				continue
+			}
+			if a.Deadline != 0 && a.Deadline <= b.At {
+				continue // a may have expired
+			}
+			if slices.ContainsFunc(faults, func(op history.Op) bool {
+				s := op.Value.Site
+				return op.Time > a.At && op.Time <= b.At && (s.Node == node || s.All)
+			}) {
+				continue
+			}
+			if slices.ContainsFunc(releases, func(p history.Pair) bool {
+				inv, c := p.Invoke, p.Completion
+				if inv.Key != a.Key || inv.Time > b.At || (c != nil && c.Time < a.At) {
+					return false
+				}
+				mine := inv.Value != nil && inv.Value.Token == a.Owner
+				return mine || c == nil || c.Type != history.Fail
+			}) {
+				continue
+			}
+			pa := live(a.Key, a.Owner, b.At)
+			if pa < 0 {
+				continue
+			}
+			pb := holder(b.Owner)
+			v.Details.StolenKeys++
+			v.add(Anomaly{Kind: "stolen-key", Key: a.Key, Processes: []int{pa, pb}, Start: a.At, End: b.At,
+				Text: fmt.Sprintf("%s's %q went from process %d's live lease to %s between %s and %s, with no release, expiry or fault between",
+					node, a.Key, pa, processWord(pb), seconds(a.At), seconds(b.At))})
+		}
+	}
+	return v
+}
+
+func processWord(p int) string {
+	if p < 0 {
+		return "a lease no client was granted"
+	}
+	return fmt.Sprintf("process %d's", p)
+}

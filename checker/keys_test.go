@@ -1,0 +1,136 @@
+package checker
+
+import (
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/history"
+)
+
+// ms is a harness time in milliseconds, as ns.
+func ms(n int64) int64 { return n * int64(time.Millisecond) }
+
+// seen records what node held of key L at t: owner "" is an absent key,
+// deadline 0 no expiry, "down" a node that did not answer.
+func (x *h) seen(node, owner string, deadline, at int64) *h {
+	op := history.Op{Index: int64(len(*x)), Process: history.ObserverProcess, Type: history.OK, F: history.Observe, Key: "L",
+		Value: &history.Value{Token: owner, Deadline: deadline, Target: node}, Time: at}
+	if owner == "down" {
+		op.Value.Token, op.Error = "", "no answer"
+	}
+	*x = append(*x, op)
+	return x
+}
+
+// grant is p's acquire of L, returning token with a promise to deadline.
+func (x *h) grant(p int, token string, deadline, a0, a1 int64) *h {
+	x.add(p, history.Invoke, history.Acquire, "L", nil, a0, "")
+	return x.add(p, history.OK, history.Acquire, "L", &history.Value{Token: token, Deadline: deadline}, a1, "")
+}
+
+func (x *h) release(p int, token string, r0, r1 int64, t history.Type) *h {
+	x.add(p, history.Invoke, history.Release, "L", &history.Value{Token: token}, r0, "")
+	return x.add(p, t, history.Release, "L", nil, r1, "")
+}
+
+func (x *h) refused(p int, a0, a1 int64) *h {
+	x.add(p, history.Invoke, history.Acquire, "L", nil, a0, "")
+	return x.add(p, history.Fail, history.Acquire, "L", nil, a1, "not acquired")
+}
+
+var ghosts = GhostHolds{Bound: 50 * time.Millisecond, Allowance: time.Second, Quorum: 1}
+
+func TestGhostHoldsCleanCyclesAreValid(t *testing.T) {
+	var x h
+	x.grant(0, "A", 0, ms(0), ms(2)).seen("n1", "A", ms(500), ms(3)).release(0, "A", ms(100), ms(102), history.OK).seen("n1", "", 0, ms(103))
+	x.grant(1, "B", 0, ms(110), ms(112)).seen("n1", "B", ms(600), ms(111)).release(1, "B", ms(200), ms(202), history.OK).seen("n1", "", 0, ms(204))
+	v := ghosts.Check(sorted(x))
+	if v.Valid != Valid || v.Details.GhostKeys != 0 {
+		t.Fatalf("want valid with no ghost, got %v %+v %+v", v.Valid, v.Details, v.Anomalies)
+	}
+}
+
+func TestGhostHoldsCountALostReplyAndFlagOneThatBlocks(t *testing.T) {
+	// Process 0's SET took the key, its reply was lost: the key stays for
+	// a lease (counted, not an anomaly) ...
+	var x h
+	x.add(0, history.Invoke, history.Acquire, "L", nil, ms(0), "")
+	x.seen("n1", "A", ms(500), ms(5))
+	x.add(0, history.Info, history.Acquire, "L", nil, ms(100), "i/o timeout")
+	x.refused(1, ms(10), ms(400)).seen("n1", "", 0, ms(510))
+	v := ghosts.Check(sorted(x))
+	if v.Valid != Valid || v.Details.GhostKeys != 1 || v.Details.LongestGhost != time.Duration(ms(505)) {
+		t.Fatalf("a lease-long ghost: want valid with one ghost of 505ms, got %v %+v", v.Valid, v.Details)
+	}
+	// ... or, with no expiry, for good, refusing everyone.
+	var y h
+	y.add(0, history.Invoke, history.Acquire, "L", nil, ms(0), "")
+	y.seen("n1", "A", 0, ms(5))
+	y.add(0, history.Info, history.Acquire, "L", nil, ms(100), "i/o timeout")
+	y.refused(1, ms(10), ms(1200)).refused(1, ms(1300), ms(2500))
+	v = ghosts.Check(sorted(y))
+	if v.Valid != Invalid || v.Counts["ghost-hold"] != 1 {
+		t.Fatalf("a key kept for nobody: want a ghost-hold, got %v %+v", v.Valid, v.Anomalies)
+	}
+}
+
+func TestGhostHoldsNeedAQuorumOfNodes(t *testing.T) {
+	// A RedLock try that took one node of three and gave up leaves a key
+	// that blocks nobody.
+	var y h
+	y.seen("n1", "A", 0, ms(5))
+	y.refused(1, ms(10), ms(1200)).refused(1, ms(1300), ms(2500))
+	g := ghosts
+	g.Quorum = 2
+	if v := g.Check(sorted(y)); v.Valid != Valid || v.Details.GhostKeys != 0 {
+		t.Fatalf("one node of a quorum of two: want no ghost, got %v %+v", v.Valid, v.Details)
+	}
+}
+
+func TestStolenKeysFlagAnOverwriteOfALiveLease(t *testing.T) {
+	var x h
+	x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+	x.grant(1, "B", ms(1100), ms(50), ms(100)).seen("n1", "B", 0, ms(101))
+	v := StolenKeys{}.Check(sorted(x))
+	if v.Valid != Invalid || v.Counts["stolen-key"] != 1 || v.Anomalies[0].Processes[0] != 0 || v.Anomalies[0].Processes[1] != 1 {
+		t.Fatalf("want a stolen key from process 0 to 1, got %v %+v", v.Valid, v.Anomalies)
+	}
+}
+
+func TestStolenKeysExcuseReleaseExpiryFaultAndDeadOwner(t *testing.T) {
+	cases := map[string]func(x *h){
+		"released": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3)).release(0, "A", ms(40), ms(42), history.OK)
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+		"expired": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", ms(40), ms(3))
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", ms(90), ms(46))
+		},
+		"node fault": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.add(history.NemesisProcess, history.OK, "clock-bump", "", &history.Value{Site: &history.Site{Node: "n1"}}, ms(20), "")
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+		"owner's promise over": func(x *h) {
+			x.grant(0, "A", ms(30), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+		"owner retired": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.add(0, history.Invoke, history.Write, "R", nil, ms(10), "").add(0, history.Info, history.Write, "R", nil, ms(20), "crashed")
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+		"gone between": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3)).seen("n1", "", 0, ms(30))
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+	}
+	for name, build := range cases {
+		var x h
+		build(&x)
+		if v := (StolenKeys{}).Check(sorted(x)); v.Valid != Valid {
+			t.Errorf("%s: want valid, got %+v", name, v.Anomalies)
+		}
+	}
+}
