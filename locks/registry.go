@@ -8,6 +8,7 @@ var builtins = []func(register func(Info)){
 	registerSetNXPXDel,    // setnxpx_del.go
 	registerSetNXExpire,   // setnx_expire.go
 	registerSetNXPXFenced, // setnxpx_fenced.go
+	registerSetNXPXWait,   // setnxpx_wait.go
 	registerGetSet,        // getset.go
 	registerRedLock,       // redlock.go
 	registerReentrant,     // reentrant.go
