@@ -65,6 +65,10 @@ const (
 	// Crash kills a client's process: its connections close, none opens
 	// again.
 	Crash Op = "crash"
+	// Evict fills a node's memory past its maxmemory with keys of no
+	// expiry and frees them again: whatever its eviction policy picks is
+	// gone (Value.Target says how many keys it evicted).
+	Evict Op = "evict"
 	// Starved notes a pause the gate could not fit where its story needs
 	// it: a word on the run, not a fault.
 	Starved Op = "starved"
@@ -99,10 +103,12 @@ const (
 	ClientClock Kind = "client-clock"
 	// Failover: a replica promoted in the master's place.
 	Failover Kind = "failover"
+	// Eviction: a node out of memory evicting keys by its policy.
+	Eviction Kind = "eviction"
 )
 
 // Kinds lists every kind, in the order reports show them.
-var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover}
+var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction}
 
 // Shape is how an op lasts, which is how a report draws it and pairs it
 // with the op that ends it.
@@ -169,6 +175,7 @@ var table = []Spec{
 	{Op: Stall, Label: "stall", Kind: ClientPause, Shape: Span, End: Resume},
 	{Op: Resume, Label: "resume", Shape: End},
 	{Op: Crash, Label: "crash", Kind: ClientCrash, Shape: Instant},
+	{Op: Evict, Label: "eviction", Kind: Eviction, Shape: Instant},
 	{Op: Starved, Label: "starved", Shape: Note},
 }
 

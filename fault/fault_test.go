@@ -98,7 +98,7 @@ func TestKindOf(t *testing.T) {
 	want := map[Op]Kind{
 		PartitionStart: Partition, LatencyStart: Latency, PauseNode: NodePause,
 		Kill: NodeCrash, PowerLoss: NodeCrash, ClockBump: NodeClock, ClockStrobeStart: NodeClock,
-		Pause: ClientPause, Stall: ClientPause, Crash: ClientCrash, ClockSkew: ClientClock, Promote: Failover,
+		Pause: ClientPause, Stall: ClientPause, Crash: ClientCrash, ClockSkew: ClientClock, Promote: Failover, Evict: Eviction,
 	}
 	for _, op := range Ops() {
 		k, ok := KindOf(op)

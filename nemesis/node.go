@@ -2,6 +2,9 @@ package nemesis
 
 import (
 	"context"
+	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -53,6 +56,57 @@ func (n *Nemesis) Promote(ctx context.Context, primary *cluster.Primary, replica
 		}
 		return primary.Promote(ctx, nd)
 	})
+}
+
+// Evict fills node's memory with keys of no expiry until it refuses a
+// write (out of memory: its policy has evicted all it may), then deletes
+// them: the memory pressure a cache sharing the lock's node puts on it
+// (RedLock.net#101). The node must run with a maxmemory. The op's target
+// says how many keys the node evicted, read from its own counter.
+func (n *Nemesis) Evict(ctx context.Context, node string) error {
+	nd, err := n.node(node)
+	if err != nil {
+		return err
+	}
+	v := &history.Value{Target: node, Site: &history.Site{Node: node}}
+	return record(n.rec, fault.Evict, v, func() error {
+		before, err := evicted(ctx, nd)
+		if err != nil {
+			return err
+		}
+		payload := strings.Repeat("x", 64<<10)
+		var filled []any
+		for i := 0; i < 4096; i++ {
+			k := fmt.Sprintf("locktorture:filler:%d", i)
+			if _, err := nd.Do(ctx, "SET", k, payload); err != nil {
+				if !strings.HasPrefix(err.Error(), "OOM") {
+					return fmt.Errorf("nemesis: fill %s: %w", node, err)
+				}
+				break
+			}
+			filled = append(filled, k)
+		}
+		if len(filled) > 0 {
+			if _, err := nd.Do(ctx, append([]any{"DEL"}, filled...)...); err != nil {
+				return fmt.Errorf("nemesis: free %s: %w", node, err)
+			}
+		}
+		after, err := evicted(ctx, nd)
+		if err != nil {
+			return err
+		}
+		v.Target = fmt.Sprintf("%s (%d keys of 64 KiB written, %d evicted)", node, len(filled), after-before)
+		return nil
+	})
+}
+
+// evicted is the node's count of keys it evicted.
+func evicted(ctx context.Context, nd *cluster.Node) (int, error) {
+	v, err := nd.InfoField(ctx, "stats", "evicted_keys")
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(v)
 }
 
 func (n *Nemesis) onNode(f fault.Op, node string, act func(*cluster.Node) error) error {

@@ -20,6 +20,9 @@ type Topology struct {
 	// Replicated gives the (single) lock node a replica that replicates
 	// through its own link; clients dial whichever is primary.
 	Replicated bool
+	// Args are appended to every lock node's command line (a maxmemory
+	// and its eviction policy).
+	Args []string
 }
 
 // Env is what a scenario's schedule acts on.

@@ -22,7 +22,8 @@ func clientStories(add func(Scenario)) {
 		Story:         "S1: a client dies right after its SETNX took the key, before it can send EXPIRE (or, for one-command locks, inside its critical section).",
 		TimeLimitTTLs: 9, MinTimeLimitTTLs: 8,
 		Expect: expect(
-			"setnx-expire", verdict.Expectation{Outcome: verdict.Deadlock, Why: "the key was never given a TTL: nobody can ever take the lock again"},
+			"setnx-expire", verdict.Expectation{Outcome: verdict.Deadlock, Show: []string{"ghost-hold"},
+				Why: "the key was never given a TTL: nobody can ever take the lock again, and the node holds it for nobody"},
 			all([]string{"set-nx-px", "getset", "reentrant", "fair", "redislock-refresh"}, libraryLeases), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the dead client's lease runs out (TTL, timestamp, or a watchdog that died with it) and the others carry on"},
 		),
@@ -50,7 +51,8 @@ func clientStories(add func(Scenario)) {
 		// interleave.
 		HoldTTLs: 0.1,
 		Expect: expect(
-			"getset", verdict.Expectation{Outcome: verdict.Unsafe, Why: "expiry is judged by each client's clock: a fast clock steals a live lock"},
+			"getset", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"stolen-key"},
+				Why: "expiry is judged by each client's clock: a fast clock steals a live lock, and the node sees its key overwritten under a live owner"},
 			[]string{"set-nx-px", "redlock", "fair", "mutex"}, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "expiry is Redis's (set-nx-px), a constant skew does not change elapsed time (RedLock), the client clock only orders the waiter queue (fair), or no clock is read at all (mutex)"},
 		),

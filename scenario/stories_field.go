@@ -1,0 +1,127 @@
+package scenario
+
+import (
+	"time"
+
+	"context"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// Stories from the field: failures the users of Redis locks report in
+// their libraries' trackers, each citing where. Their faults stand on the
+// network and the nodes, as the reports tell them, never in a lock's code.
+func fieldStories(add func(Scenario)) {
+	ghostSeen := func(why string) verdict.Expectation {
+		return verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.GhostKey}, Why: why}
+	}
+	add(Scenario{
+		Name:   "lost-reply",
+		NotFor: notFor(serviceKinds, "loses the reply of a Redis SET on one client's link: the services' clients keep a session whose requests are retried or failed by the client library itself"),
+		Story: "Field (redlock-rb#76, redis-py#818): a lock is released, the waiting client's SET takes the key, and its reply is lost on the way back; " +
+			"the client sees a timeout and reports not-acquired or unknown while the key blocks everyone until it expires, and for good when it has no expiry.",
+		TTL: time.Second, ExactClients: 2,
+		TimeLimitTTLs: 4, MinTimeLimitTTLs: 3.5,
+		Expect: expect(
+			all([]string{"set-nx-px", "set-nx-px-fenced", "set-nx-px-del", "getset", "reentrant", "fair", "redislock-refresh", "redislock", "redis-py"}), ghostSeen(
+				"the key outlives the client's belief by its lease: nobody holds the lock, nobody can take it, until the TTL (or the timestamp) runs out; then the others carry on"),
+			"redsync", verdict.Expectation{Outcome: verdict.Safe,
+				Why: "redsync deletes its own key after a try that failed: the ghost lasts until that delete lands, usually once the link heals, once in ten runs under load at once, so only safety is asserted"},
+			"setnx-expire", verdict.Expectation{Outcome: verdict.Deadlock, Show: []string{verdict.GhostKey, "ghost-hold"},
+				Why: "the SETNX's reply was lost, so its EXPIRE was never sent: the key has no TTL and blocks every client for good (redis-py#818's lock without a timeout)"},
+		),
+		Requires: []fault.Evidence{{Op: fault.PartitionStart}, {Op: fault.Pause}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			// The holder hears its release succeed and stops for 0.6 TTL
+			// (so it cannot take the key back first); the next lock
+			// command the waiter sends finds its link no longer carrying
+			// replies, so it takes the key and its reply never comes: the
+			// waiter gives up after its read timeout (0.5 s). The link
+			// heals when the holder wakes, and both then meet the key the
+			// waiter took and never heard of.
+			released := &nemesis.Command{In: history.Release, Reply: true, Succeeded: true}
+			taking := &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX|EVAL|EVALSHA"}
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTLs(0.5), nemesis.Trap{Command: released, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
+					ThenName: "cut the other client's replies as it next sends a lock command",
+					Then: func(_ context.Context, client, _ int) error {
+						waiter := 1 - client
+						e.Gate.Arm(nemesis.Trap{Command: taking, Client: waiter, Then: func(context.Context, int, int) error {
+							return e.Nemesis.CutDirection(e.Clients[waiter], e.Nodes[0], "downstream")
+						}})
+						return nil
+					},
+					After: func(context.Context, int, int) error { e.Gate.Disarm(); return e.Nemesis.Heal() }}),
+			}, nil
+		},
+	})
+
+	add(Scenario{
+		Name:   "eviction",
+		NotFor: notFor(serviceKinds, "fills a Redis node's memory under its eviction policy; the services keep locks in a store that does not evict them (memcached's lock is told with its own server-crash)"),
+		Story: "Field (RedLock.net#101): the lock's Redis node also serves a cache, runs with maxmemory and volatile-lru, and fills up while a holder works: " +
+			"the node evicts the only key it may, the lock's (it has a TTL), and another client takes the lock from under the holder.",
+		TTL: time.Second, TimeLimitTTLs: 3, MinTimeLimitTTLs: 2.5,
+		Topology: Topology{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru"}},
+		Expect: expect(
+			[]string{"reentrant", "fair"}, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the key is evicted, but their waiters sleep until an unlock message or the TTL their last try read, so none tries again within the holder's 0.4 TTL: the holder finishes first (a longer hold would lose the lock)"},
+			all([]string{"set-nx-px", "set-nx-px-del", "setnx-expire", "redislock-refresh"}, libraryLeases), verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "the key is evicted within its lease, so the next client's SET NX succeeds while the holder still works; a watchdog cannot renew a key that is gone"},
+			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "two holders at once, but the fencing counter has no TTL, so it is not evicted: the new holder's token is higher and the store refuses the old holder's write"},
+			"getset", verdict.Expectation{Outcome: verdict.Safe,
+				Why: "its key has no TTL (the expiry is a timestamp in the value), so volatile-lru may not evict it: the node refuses writes instead"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: nothing of the lock lives in Redis"},
+		),
+		Requires: []fault.Evidence{{Op: fault.Evict}, {Op: fault.Pause}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			// The holder stops 0.4 TTL before its write, well inside its
+			// lease; the node fills and evicts as it stops.
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTLs(0.5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.4),
+					ThenName: "fill n1's memory until it evicts",
+					Then:     func(ctx context.Context, _, _ int) error { return e.Nemesis.Evict(ctx, e.Nodes[0]) }}),
+			}, nil
+		},
+	})
+
+	add(Scenario{
+		Name:   "wait-replica-restart",
+		NotFor: notFor(serviceKinds, "a Redis master and its replica acknowledging a WAIT: the ensembles replicate by consensus (leader-failover), PostgreSQL and memcached run one server"),
+		Story: "Field (redisson#2669, #5965): Redisson's answer to a lock lost in a failover is WAIT for a replica's acknowledgement. Here the replica acknowledges the lock, " +
+			"then, while the holder works, the master dies and the replica restarts (no persistence: its copy is gone) before it is promoted; the others lock on it.",
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		Topology: Topology{Replicated: true},
+		Expect: expect(
+			"set-nx-px-wait", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "WAIT narrows the window to the replica's own memory and does not close it: an acknowledged write dies with a replica that restarts before it is promoted"},
+			[]string{"set-nx-px", "redsync", "redislock"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "without WAIT the lock may not even have reached the replica; here it did, and is lost all the same"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: nothing of the lock lives in Redis"},
+		),
+		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Restart}, {Op: fault.Promote}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(1.2),
+					ThenName: "kill the master, restart the replica empty and promote it",
+					Then: func(ctx context.Context, _, _ int) error {
+						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
+							return err
+						}
+						if err := e.Nemesis.KillNode(e.Replica); err != nil {
+							return err
+						}
+						if err := e.Nemesis.RestartNode(ctx, e.Replica, 0); err != nil {
+							return err
+						}
+						return e.Nemesis.Promote(ctx, e.Primary, e.Replica)
+					}}),
+			}, nil
+		},
+	})
+}
