@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
@@ -53,6 +54,8 @@ func ObservationsOf(ops []history.Op) map[string][]Observation {
 // span longer than Bound is counted (Details.GhostKeys); one longer than
 // Allowance in which an acquire was refused after the allowance ran out is
 // an anomaly: the key blocked others for longer than any lease explains.
+// A span is one set of owners': two dead holders' keys one after the other
+// are two leases, each judged on its own, not one ghost twice as long.
 type GhostHolds struct {
 	// Bound is the shortest ghost hold counted: shorter ones are the
 	// moment between a command's effect and its reply.
@@ -113,23 +116,28 @@ func (g GhostHolds) Check(ops []history.Op) Verdict {
 			at[i] = -1
 		}
 		var ghostFrom int64 = -1
+		var ghostOf string // the owners of the ghost in progress
 		for _, t := range times {
 			unowned := 0
+			var owners []string
 			for n, obs := range nodes {
 				for at[n]+1 < len(obs) && obs[at[n]+1].At <= t {
 					at[n]++
 				}
 				if at[n] >= 0 && obs[at[n]].present() && !believedAt(belief[key][obs[at[n]].Owner], t) {
 					unowned++
+					owners = append(owners, obs[at[n]].Owner)
 				}
 			}
 			ghost := unowned >= quorum
-			switch {
-			case ghost && ghostFrom < 0:
-				ghostFrom = t
-			case !ghost && ghostFrom >= 0:
+			slices.Sort(owners)
+			of := strings.Join(slices.Compact(owners), " ")
+			if ghostFrom >= 0 && (!ghost || of != ghostOf) {
 				g.ghost(&v, key, ghostFrom, t, fails)
 				ghostFrom = -1
+			}
+			if ghost && ghostFrom < 0 {
+				ghostFrom, ghostOf = t, of
 			}
 		}
 		if ghostFrom >= 0 {
@@ -257,11 +265,14 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 		}
 		return -1
 	}
-	var faults []history.Op
-	for _, op := range ops {
-		if op.Process == history.NemesisProcess && op.Type == history.OK && op.Value != nil && op.Value.Site != nil {
-			if _, ok := fault.Lookup(fault.Op(op.F)); ok {
-				faults = append(faults, op)
+	// A fault on a node acts anywhere from its invocation to its
+	// completion (an eviction takes the key while the node fills), and
+	// one that failed may have acted too.
+	var faults []history.Pair
+	for _, p := range history.Pairs(ops) {
+		if inv := p.Invoke; inv.Process == history.NemesisProcess && inv.Value != nil && inv.Value.Site != nil {
+			if _, ok := fault.Lookup(fault.Op(inv.F)); ok {
+				faults = append(faults, p)
 			}
 		}
 	}
@@ -275,9 +286,9 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 			if a.Deadline != 0 && a.Deadline <= b.At {
 				continue // a may have expired
 			}
-			if slices.ContainsFunc(faults, func(op history.Op) bool {
-				s := op.Value.Site
-				return op.Time > a.At && op.Time <= b.At && (s.Node == node || s.All)
+			if slices.ContainsFunc(faults, func(p history.Pair) bool {
+				s := p.Invoke.Value.Site
+				return p.Invoke.Time <= b.At && (p.Completion == nil || p.Completion.Time > a.At) && (s.Node == node || s.All)
 			}) {
 				continue
 			}

@@ -107,8 +107,15 @@ func TestStolenKeysExcuseReleaseExpiryFaultAndDeadOwner(t *testing.T) {
 			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", ms(40), ms(3))
 			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", ms(90), ms(46))
 		},
+		"node fault under way": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.add(history.NemesisProcess, history.Invoke, "evict", "", &history.Value{Site: &history.Site{Node: "n1"}}, ms(20), "")
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+			x.add(history.NemesisProcess, history.OK, "evict", "", &history.Value{Site: &history.Site{Node: "n1"}}, ms(60), "")
+		},
 		"node fault": func(x *h) {
 			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.add(history.NemesisProcess, history.Invoke, "clock-bump", "", &history.Value{Site: &history.Site{Node: "n1"}}, ms(19), "")
 			x.add(history.NemesisProcess, history.OK, "clock-bump", "", &history.Value{Site: &history.Site{Node: "n1"}}, ms(20), "")
 			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
 		},
@@ -132,5 +139,22 @@ func TestStolenKeysExcuseReleaseExpiryFaultAndDeadOwner(t *testing.T) {
 		if v := (StolenKeys{}).Check(sorted(x)); v.Valid != Valid {
 			t.Errorf("%s: want valid, got %+v", name, v.Anomalies)
 		}
+	}
+}
+
+func TestGhostHoldsJudgeEachOwnersKeyOnItsOwn(t *testing.T) {
+	// Two clients die holding, one after the other: each key lasts its
+	// lease (600 ms), together longer than the allowance (1 s), while
+	// process 2 is refused throughout. Two ghosts, no anomaly.
+	var x h
+	x.grant(0, "A", ms(600), ms(0), ms(2)).seen("n1", "A", ms(600), ms(3))
+	x.add(0, history.Invoke, history.Write, "R", nil, ms(10), "").add(0, history.Info, history.Write, "R", nil, ms(20), "crashed")
+	x.grant(1, "B", ms(1200), ms(590), ms(605))
+	x.add(1, history.Invoke, history.Write, "R", nil, ms(607), "").add(1, history.Info, history.Write, "R", nil, ms(608), "crashed")
+	x.seen("n1", "B", ms(1200), ms(612)) // read after B died: A's ghost runs straight into B's
+	x.refused(2, ms(610), ms(1100)).refused(2, ms(1110), ms(1190)).seen("n1", "", 0, ms(1210))
+	v := ghosts.Check(sorted(x))
+	if v.Valid != Valid || v.Details.GhostKeys != 2 {
+		t.Fatalf("two dead holders' leases in a row: want two ghosts and no anomaly, got %v %+v %+v", v.Valid, v.Details, v.Anomalies)
 	}
 }

@@ -277,9 +277,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 130
 	}
 	if len(pairs) > 1 {
+		fmt.Fprintln(stdout)
+		seatTable(stdout, plans, tr.use, seats, wall)
 		// Each pair had its line as it ended; the table repeats, in the
 		// matrix's order, those a reader must look at again (all of them
-		// with -v).
+		// with -v), last, where the tail of a long log still shows them.
 		shown := matrix.Entries
 		if !*verbose {
 			shown = slices.DeleteFunc(slices.Clone(shown), func(e report.Entry) bool { return e.Matched && e.Late == "" })
@@ -288,8 +290,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout)
 			report.MatrixTable(stdout, shown)
 		}
-		fmt.Fprintln(stdout)
-		seatTable(stdout, plans, tr.use, seats, wall)
 	}
 	if full {
 		if err := report.WriteSummary(*out, matrix); err != nil {
