@@ -96,8 +96,8 @@ type ServerSpec struct {
 // RedisArgs is a data node's command line, listening on bind:port with its
 // files in dir.
 func (s ServerSpec) RedisArgs(bind string, port int, dir string) []string {
-	// Loopback binds keep protected mode and local-only DEBUG; a
-	// container's address is on a network the run made for itself, and
+	// Loopback binds keep protected mode, and DEBUG and the protected
+	// configs local-only; a container's address is on a network the run made for itself, and
 	// the harness reaches it from the network's gateway.
 	guard := map[bool]string{true: "yes", false: "no"}[strings.HasPrefix(bind, "127.")]
 	debug := map[bool]string{true: "local", false: "yes"}[guard == "yes"]
@@ -110,6 +110,8 @@ func (s ServerSpec) RedisArgs(bind string, port int, dir string) []string {
 		"--daemonize", "no",
 		"--save", "",
 		"--enable-debug-command", debug,
+		// The nemesis moves a node's dir to fail a save (MISCONF).
+		"--enable-protected-configs", debug,
 		// A replica's first sync would otherwise wait 5 s for company.
 		"--repl-diskless-sync-delay", "0",
 	}

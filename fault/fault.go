@@ -69,6 +69,12 @@ const (
 	// expiry and frees them again: whatever its eviction policy picks is
 	// gone (Value.Target says how many keys it evicted).
 	Evict Op = "evict"
+	// SaveFail makes a node's background save fail: a node with save
+	// points then refuses every write (MISCONF) until a save succeeds.
+	SaveFail Op = "save-fail"
+	// SaveMend is a background save that succeeds: the node takes
+	// writes again.
+	SaveMend Op = "save-mend"
 	// Starved notes a pause the gate could not fit where its story needs
 	// it: a word on the run, not a fault.
 	Starved Op = "starved"
@@ -105,10 +111,13 @@ const (
 	Failover Kind = "failover"
 	// Eviction: a node out of memory evicting keys by its policy.
 	Eviction Kind = "eviction"
+	// DiskError: a node's save failed, so it refuses writes, releases and
+	// renewals included (MISCONF).
+	DiskError Kind = "disk-error"
 )
 
 // Kinds lists every kind, in the order reports show them.
-var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction}
+var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction, DiskError}
 
 // Shape is how an op lasts, which is how a report draws it and pairs it
 // with the op that ends it.
@@ -176,6 +185,8 @@ var table = []Spec{
 	{Op: Resume, Label: "resume", Shape: End},
 	{Op: Crash, Label: "crash", Kind: ClientCrash, Shape: Instant},
 	{Op: Evict, Label: "eviction", Kind: Eviction, Shape: Instant},
+	{Op: SaveFail, Label: "save failed", Kind: DiskError, Shape: Interval, End: SaveMend},
+	{Op: SaveMend, Label: "save mended", Shape: End},
 	{Op: Starved, Label: "starved", Shape: Note},
 }
 

@@ -84,6 +84,7 @@ func TestEndedBy(t *testing.T) {
 		ClockReset:     {ClockBump},
 		ClockStrobeEnd: {ClockStrobeStart},
 		Resume:         {Pause, Stall},
+		SaveMend:       {SaveFail},
 	}
 	for _, op := range Ops() {
 		if got := EndedBy(op); !slices.Equal(got, want[op]) {
@@ -99,6 +100,7 @@ func TestKindOf(t *testing.T) {
 		PartitionStart: Partition, LatencyStart: Latency, PauseNode: NodePause,
 		Kill: NodeCrash, PowerLoss: NodeCrash, ClockBump: NodeClock, ClockStrobeStart: NodeClock,
 		Pause: ClientPause, Stall: ClientPause, Crash: ClientCrash, ClockSkew: ClientClock, Promote: Failover, Evict: Eviction,
+		SaveFail: DiskError,
 	}
 	for _, op := range Ops() {
 		k, ok := KindOf(op)

@@ -1,9 +1,8 @@
 package scenario
 
 import (
-	"time"
-
 	"context"
+	"time"
 
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
@@ -121,6 +120,46 @@ func fieldStories(add func(Scenario)) {
 						}
 						return e.Nemesis.Promote(ctx, e.Primary, e.Replica)
 					}}),
+			}, nil
+		},
+	})
+
+	add(Scenario{
+		Name:   "misconf",
+		NotFor: notFor(serviceKinds, "a Redis node whose failed background save makes it refuse writes (MISCONF); the services' servers do not stop taking writes over a failed snapshot"),
+		Story: "Field (node-redlock#11): the lock's node fails a background save (a full or broken disk) just as a holder releases; with stop-writes-on-bgsave-error on, " +
+			"it refuses every write, the release among them, for 1.5 TTLs until a save succeeds. Is the lock left held?",
+		TimeLimitTTLs: 4, MinTimeLimitTTLs: 3.5,
+		Expect: expect(
+			all([]string{"set-nx-px", "set-nx-px-fenced", "set-nx-px-del", "set-nx-px-wait", "setnx-expire", "getset", "reentrant", "fair", "redislock-refresh"}, libraryLeases), ghostSeen(
+				"the release is refused and says so (unknown); the key stays for the rest of its lease (getset: until the next client reads its timestamp) with nobody holding it, no one can lock meanwhile, and once saves work again the others carry on: held, but no longer than the lease"),
+		),
+		Requires: []fault.Evidence{{Op: fault.SaveFail}, {Op: fault.SaveMend}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			// The save fails as the next release is about to leave; 1.5
+			// TTLs later, past the holder's lease, a save succeeds.
+			failed := make(chan time.Time, 1)
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: &nemesis.Command{In: history.Release}, Client: nemesis.AnyClient,
+					ThenName: "fail n1's background save (MISCONF)",
+					Then: func(ctx context.Context, _, _ int) error {
+						err := e.Nemesis.FailSaves(ctx, e.Nodes[0])
+						failed <- time.Now()
+						return err
+					}}),
+				{At: e.TTL, Name: "1.5 TTLs after n1's save failed, save it again (writes resume)", Do: func(ctx context.Context) error {
+					select {
+					case <-ctx.Done():
+						return nil
+					case at := <-failed:
+						select {
+						case <-ctx.Done():
+							return nil
+						case <-time.After(time.Until(at.Add(e.TTLs(1.5)))):
+						}
+						return e.Nemesis.MendSaves(ctx, e.Nodes[0])
+					}
+				}},
 			}, nil
 		},
 	})
