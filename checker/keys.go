@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -242,12 +243,7 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 			}
 		}
 	}
-	var releases []history.Pair
-	for _, p := range history.Pairs(ops) {
-		if p.Invoke.F == history.Release && p.Invoke.Process >= 0 {
-			releases = append(releases, p)
-		}
-	}
+	releases := indexReleases(ops)
 	// live is the process that held key under token at t with its
 	// promise still running, or -1.
 	live := func(key, token string, t int64) int {
@@ -292,14 +288,7 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 			}) {
 				continue
 			}
-			if slices.ContainsFunc(releases, func(p history.Pair) bool {
-				inv, c := p.Invoke, p.Completion
-				if inv.Key != a.Key || inv.Time > b.At || (c != nil && c.Time < a.At) {
-					return false
-				}
-				mine := inv.Value != nil && inv.Value.Token == a.Owner
-				return mine || c == nil || c.Type != history.Fail
-			}) {
+			if releases.between(a.Key, a.Owner, a.At, b.At) {
 				continue
 			}
 			pa := live(a.Key, a.Owner, b.At)
@@ -314,6 +303,63 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 		}
 	}
 	return v
+}
+
+// releaseIndex holds a history's releases by key, in the order they were
+// invoked, so that asking whether one could have removed a key between two
+// observations is a search, not a walk of every release: a StolenKeys check
+// asks at every change of owner, and an hour-long run has hundreds of
+// thousands of both.
+type releaseIndex struct {
+	done map[string][]history.Pair // completed, by invocation time
+	// longest is the longest any completed release took: none invoked
+	// earlier than that before a moment can have completed after it.
+	longest int64
+	open    map[string]int64 // the earliest invocation of a release that never completed
+}
+
+func indexReleases(ops []history.Op) releaseIndex {
+	r := releaseIndex{done: map[string][]history.Pair{}, open: map[string]int64{}}
+	for _, p := range history.Pairs(ops) {
+		inv := p.Invoke
+		if inv.F != history.Release || inv.Process < 0 {
+			continue
+		}
+		if p.Completion == nil {
+			if t, ok := r.open[inv.Key]; !ok || inv.Time < t {
+				r.open[inv.Key] = inv.Time
+			}
+			continue
+		}
+		r.done[inv.Key] = append(r.done[inv.Key], p)
+		r.longest = max(r.longest, p.Completion.Time-inv.Time)
+	}
+	for _, ps := range r.done {
+		slices.SortStableFunc(ps, func(a, b history.Pair) int { return cmp.Compare(a.Invoke.Time, b.Invoke.Time) })
+	}
+	return r
+}
+
+// between says whether a release could have removed owner's key between
+// from and to: one invoked by to and not over before from that was
+// owner's own, or that did not fail (it may have deleted whatever it
+// found), or whose outcome is unknown.
+func (r releaseIndex) between(key, owner string, from, to int64) bool {
+	if t, ok := r.open[key]; ok && t <= to {
+		return true
+	}
+	ps := r.done[key]
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].Invoke.Time > to })
+	for j := i - 1; j >= 0 && ps[j].Invoke.Time >= from-r.longest; j-- {
+		inv, c := ps[j].Invoke, ps[j].Completion
+		if c.Time < from {
+			continue
+		}
+		if (inv.Value != nil && inv.Value.Token == owner) || c.Type != history.Fail {
+			return true
+		}
+	}
+	return false
 }
 
 func processWord(p int) string {

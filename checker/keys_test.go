@@ -97,6 +97,18 @@ func TestStolenKeysFlagAnOverwriteOfALiveLease(t *testing.T) {
 	}
 }
 
+func TestStolenKeysAFailedReleaseOfAnotherLeaseExcusesNothing(t *testing.T) {
+	// Process 2's release of its own old lease failed (nothing deleted)
+	// just as B overwrote A: the overwrite is still a theft.
+	var x h
+	x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+	x.release(2, "C", ms(30), ms(35), history.Fail)
+	x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+	if v := (StolenKeys{}).Check(sorted(x)); v.Counts["stolen-key"] != 1 {
+		t.Fatalf("want a stolen key, got %v %+v", v.Valid, v.Anomalies)
+	}
+}
+
 func TestStolenKeysExcuseReleaseExpiryFaultAndDeadOwner(t *testing.T) {
 	cases := map[string]func(x *h){
 		"released": func(x *h) {
@@ -126,6 +138,17 @@ func TestStolenKeysExcuseReleaseExpiryFaultAndDeadOwner(t *testing.T) {
 		"owner retired": func(x *h) {
 			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
 			x.add(0, history.Invoke, history.Write, "R", nil, ms(10), "").add(0, history.Info, history.Write, "R", nil, ms(20), "crashed")
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+		"a release long under way": func(x *h) {
+			x.release(2, "C", ms(0), ms(300), history.Fail)
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.release(3, "D", ms(1), ms(40), history.OK)
+			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
+		},
+		"a release never answered": func(x *h) {
+			x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+			x.add(0, history.Invoke, history.Release, "L", &history.Value{Token: "A"}, ms(10), "")
 			x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
 		},
 		"gone between": func(x *h) {
