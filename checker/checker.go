@@ -105,6 +105,9 @@ type Details struct {
 	WritesAccepted      int `json:"writes_accepted,omitempty"`
 	WritesUnknown       int `json:"writes_unknown,omitempty"`
 	StaleWritesRejected int `json:"stale_writes_rejected,omitempty"`
+	// WritesWithheld are writes a holder did not send because its lock
+	// had said the lease was lost.
+	WritesWithheld      int `json:"writes_withheld,omitempty"`
 	LostUpdates         int `json:"lost_updates,omitempty"`
 	StaleWritesAccepted int `json:"stale_writes_accepted,omitempty"`
 

@@ -188,6 +188,20 @@ func TestResourceStaleFenceRejectedIsSafe(t *testing.T) {
 	}
 }
 
+func TestResourceWithheldWriteIsCountedAndLosesNothing(t *testing.T) {
+	// Process 0 read 0 and, told its lease was lost, did not write; 1
+	// wrote 1 over the same read: one increment, none lost.
+	var x h
+	x.add(0, history.Invoke, history.Read, "R", nil, 1, "").add(0, history.OK, history.Read, "R", reg(0), 2, "")
+	x.add(1, history.Invoke, history.Read, "R", nil, 3, "").add(1, history.OK, history.Read, "R", reg(0), 4, "")
+	x.add(1, history.Invoke, history.Write, "R", reg(1), 5, "").add(1, history.OK, history.Write, "R", nil, 6, "")
+	x.add(0, history.Invoke, history.Write, "R", reg(1), 7, "").add(0, history.Fail, history.Write, "R", nil, 8, ErrLeaseLost)
+	v := res(x)
+	if v.Valid != Valid || v.Details.WritesWithheld != 1 || v.Details.LostUpdates != 0 {
+		t.Fatalf("want valid with one withheld write, got %+v", v)
+	}
+}
+
 func TestResourceStaleFenceAcceptedIsInvalid(t *testing.T) {
 	var x h
 	x.add(0, history.Invoke, history.Write, "R", fenced(1, 5), 10, "").add(0, history.OK, history.Write, "R", nil, 11, "")

@@ -13,6 +13,10 @@ import (
 // fencing token is not greater than the last one it accepted.
 const ErrStaleFence = "stale fencing token"
 
+// ErrLeaseLost is the error text of a write its holder withheld because
+// its lock had said the lease was lost (locks.Lease.Lost).
+const ErrLeaseLost = "lease lost: the lock said so before the write, which was not sent"
+
 // Resource judges the protected register that clients increment inside the
 // critical section: read r, write r+1. Two accepted writes of the same value
 // mean one increment was lost; an accepted write whose fencing token is not
@@ -34,7 +38,7 @@ func (Resource) Check(ops []history.Op) Verdict {
 	v := Verdict{Checker: ResourceName, Valid: Valid}
 	var accepted []write
 	unknown := map[string]int{} // writes of unknown outcome, by key
-	rejected := 0
+	rejected, withheld := 0, 0
 	type read struct {
 		at, value int64
 	}
@@ -59,8 +63,11 @@ func (Resource) Check(ops []history.Op) Verdict {
 			case c == nil || c.Type == history.Info:
 				unknown[inv.Key]++
 			case c.Type == history.Fail:
-				if c.Error == ErrStaleFence {
+				switch c.Error {
+				case ErrStaleFence:
 					rejected++
+				case ErrLeaseLost:
+					withheld++
 				}
 			case c.Type == history.OK:
 				accepted = append(accepted, write{process: inv.Process, key: inv.Key,
@@ -79,6 +86,7 @@ func (Resource) Check(ops []history.Op) Verdict {
 	}
 	v.Details.WritesUnknown = nUnknown
 	v.Details.StaleWritesRejected = rejected
+	v.Details.WritesWithheld = withheld
 
 	lost := map[string]int{} // by key
 	first := map[string]map[int64]write{}

@@ -69,6 +69,7 @@ func TestVerdictsSurviveJSON(t *testing.T) {
 	held.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
 	held.grant(1, "B", ms(1100), ms(50), ms(100)).seen("n1", "B", 0, ms(101))
 	held.add(1, history.Info, history.Write, "R", nil, ms(150), "crashed").refused(2, ms(160), ms(300))
+	held.add(0, history.Invoke, history.Write, "R", reg(1), ms(310), "").add(0, history.Fail, history.Write, "R", nil, ms(311), ErrLeaseLost)
 	keys := map[string]bool{}
 	validities := map[Validity]bool{}
 	for _, ops := range [][]history.Op{everything(), sorted(noDeadlines), sorted(held)} {
@@ -102,7 +103,7 @@ func TestVerdictsSurviveJSON(t *testing.T) {
 		t.Errorf("the verdicts were only %v: each answer must be proven to read back", slices.Collect(maps.Keys(validities)))
 	}
 	want := []string{
-		"writes_accepted", "writes_unknown", "stale_writes_rejected", "lost_updates", "stale_writes_accepted",
+		"writes_accepted", "writes_unknown", "stale_writes_rejected", "writes_withheld", "lost_updates", "stale_writes_accepted",
 		"holds", "double_holders", "overlap_ns", "foreign_releases",
 		"operations", "model", "segments", "reason",
 		"promises", "broken_promises", "leases_lost", "note",

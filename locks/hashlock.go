@@ -41,6 +41,8 @@ type hashLock struct {
 	cfg   Config
 	c     *redis.Client
 	proto hashProtocol
+	// tellsLoss closes a lease's Lost when its watchdog's renewal fails.
+	tellsLoss bool
 
 	mu   sync.Mutex
 	held map[string]*hold
@@ -49,6 +51,7 @@ type hashLock struct {
 type hold struct {
 	count int
 	stop  chan struct{}
+	lost  chan struct{} // closed by the watchdog when a renewal fails; nil unless tellsLoss
 }
 
 func newHashLock(cfg Config, c *redis.Client, p hashProtocol) *hashLock {
@@ -115,13 +118,20 @@ func (l *hashLock) acquired(key string) Lease {
 	h := l.held[key]
 	if h == nil {
 		h = &hold{stop: make(chan struct{})}
+		if l.tellsLoss {
+			h.lost = make(chan struct{})
+		}
 		l.held[key] = h
 		go l.watchdog(key, h)
 	}
 	h.count++
 	// With a watchdog the lock promises no fixed deadline: it lasts as long
 	// as renewals succeed.
-	return Lease{Key: key, Token: l.cfg.Owner}
+	lease := Lease{Key: key, Token: l.cfg.Owner}
+	if h.lost != nil {
+		lease.Lost = h.lost
+	}
+	return lease
 }
 
 func (l *hashLock) watchdog(key string, h *hold) {
@@ -136,8 +146,11 @@ func (l *hashLock) watchdog(key string, h *hold) {
 		}
 		n, err := renewScript.Run(ctx, l.c, []string{key}, l.cfg.TTL.Milliseconds(), l.cfg.Owner).Int()
 		if err != nil || n == 0 {
-			// As Redisson does: a failed renewal ends the watchdog and the
-			// holder is not told (S4).
+			// As Redisson does: a failed renewal ends the watchdog, and
+			// the holder is not told (S4) unless the lock tells losses.
+			if h.lost != nil {
+				close(h.lost)
+			}
 			return
 		}
 	}

@@ -45,6 +45,14 @@ type Lease struct {
 	// The harness never reads it, and it does not cross a process
 	// boundary: a worker keeps it beside the lease it sent.
 	Handle any
+	// Lost, when the lock can tell, is closed once it knows the lease is
+	// gone before its release: a watchdog's renewal refused or unanswered
+	// (what redisson#3636 and #4698 ask for, as etcd's Session.Done and
+	// ZooKeeper's connection events give). A holder that checks it before
+	// acting on the resource stops instead of acting unprotected; it
+	// cannot help a holder that is paused between its check and its act.
+	// Nil: the lock cannot tell (a receive from it blocks forever).
+	Lost <-chan struct{}
 }
 
 // Lock is one client's handle on a lock algorithm. Each harness client gets

@@ -480,3 +480,36 @@ func TestUnknownLockNameListsValidOnes(t *testing.T) {
 		t.Fatalf("want the valid names in the error, got %v", err)
 	}
 }
+
+func TestWatchdogTellsTheHolderItsLeaseIsLostOnlyWhenAsked(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, 1)
+	ttl := time.Second
+	quiet := e.lock("reentrant", locks.Config{Owner: "a:1", TTL: ttl, Clients: e.clients()})
+	l, err := quiet.Acquire(ctx, "quiet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Lost != nil {
+		t.Fatal("reentrant tells losses: it is Redisson's RLock, which does not")
+	}
+	teller := e.lock("reentrant-lost", locks.Config{Owner: "b:1", TTL: ttl, Clients: e.clients()})
+	l, err = teller.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost:
+		t.Fatal("a live holder's lease was said lost")
+	case <-time.After(ttl):
+	}
+	// Someone else takes the key (an expiry and a new holder, in one):
+	// the next renewal finds it gone.
+	e.admin(0).Del(ctx, "k")
+	e.admin(0).HSet(ctx, "k", "c:1", 1)
+	select {
+	case <-l.Lost:
+	case <-time.After(ttl):
+		t.Fatal("the watchdog's renewal failed and the holder was not told within a TTL")
+	}
+}

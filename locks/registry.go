@@ -12,6 +12,7 @@ var builtins = []func(register func(Info)){
 	registerGetSet,        // getset.go
 	registerRedLock,       // redlock.go
 	registerReentrant,     // reentrant.go
+	registerReentrantLost, // reentrant_lost.go
 	registerFair,          // fair.go
 	registerMultiLock,     // multilock.go
 	registerControls,      // control.go

@@ -211,7 +211,7 @@ func Summary(w io.Writer, r *engine.Result) {
 		fmt.Fprintln(w)
 	}
 	if v, ok := r.Verdict(checker.ResourceName); ok {
-		fmt.Fprintf(w, "  store: %d writes accepted, %d stale writes rejected\n", v.Details.WritesAccepted, v.Details.StaleWritesRejected)
+		fmt.Fprintf(w, "  store: %d writes accepted, %d stale writes rejected, %d withheld (lease lost)\n", v.Details.WritesAccepted, v.Details.StaleWritesRejected, v.Details.WritesWithheld)
 	}
 	fmt.Fprintf(w, "  lateness: %s\n", latenessLine(r))
 	if !r.Matched {

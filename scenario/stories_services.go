@@ -98,6 +98,8 @@ func serviceStories(add func(Scenario)) {
 				Why: "the session (or watchdog) is renewed only while the holder reaches its service: it lapses under a holder that goes on working, and the next holder writes beside it"},
 			fencedSessions, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
 				Why: "the session lapses just the same, but the store rejects the cut-off holder's stale token (Kleppmann's fencing)"},
+			"reentrant-lost", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.WriteWithheld},
+				Why: "the watchdog's renewals fail under the cut and it tells the holder (Lease.Lost): the lock is still held twice (the holder learns it only when it looks), but the holder looks before it writes and does not write (redisson#3636, #4698)"},
 			all([]string{"set-nx-px"}, serviceLeases), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
 				Why: "the work outlives the lease, cut off or not: a lease promises nothing past its deadline"},
 		),

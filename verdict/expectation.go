@@ -41,13 +41,16 @@ const (
 	// it, longer than a command's round trip (a lost reply, a dead
 	// holder's lease): what a story of lost replies must show happened.
 	GhostKey = "ghost-key"
+	// WriteWithheld: a holder did not write because its lock had said the
+	// lease was lost (locks.Lease.Lost).
+	WriteWithheld = "write-withheld"
 )
 
 // ObservationWords lists what an expectation may require (+) or forbid (−):
 // the anomaly kinds the checkers report, and the facts a run records.
 var ObservationWords = []string{
 	"deadlock", "double-holder", "foreign-release", "ghost-hold", GhostKey, "lease-lost", "lost-update", "not-linearizable",
-	"overtaken", "promise-broken", "stale-write", StaleWriteRejected, "stolen-key",
+	"overtaken", "promise-broken", "stale-write", StaleWriteRejected, "stolen-key", WriteWithheld,
 }
 
 // ParseExpectation reads an expectation in the words the matrix prints:

@@ -144,8 +144,9 @@ func Sum(vs []checker.Verdict) Outcome {
 }
 
 // Observations lists, sorted, the anomaly kinds the verdicts report,
-// StaleWriteRejected when the fenced store refused a write and GhostKey
-// when a node held the key for nobody.
+// StaleWriteRejected when the fenced store refused a write, GhostKey
+// when a node held the key for nobody and WriteWithheld when a holder did
+// not write because its lock said its lease was lost.
 func Observations(vs []checker.Verdict) []string {
 	seen := map[string]bool{}
 	for _, v := range vs {
@@ -157,6 +158,9 @@ func Observations(vs []checker.Verdict) []string {
 		}
 		if v.Details.GhostKeys > 0 {
 			seen[GhostKey] = true
+		}
+		if v.Details.WritesWithheld > 0 {
+			seen[WriteWithheld] = true
 		}
 	}
 	out := make([]string, 0, len(seen))

@@ -62,6 +62,10 @@ type Proc struct {
 	pending map[int64]chan Reply
 	places  map[int64][]int // a send event's commands' places, for its reply event
 	why     error           // why the worker is gone
+
+	// lost holds, by token, the Lost of each lease whose lock tells
+	// losses, from its acquire's reply to its release.
+	lost map[string]chan struct{}
 }
 
 // Start starts a worker and says hello; it fails if the worker cannot
@@ -84,7 +88,7 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 		return nil, fmt.Errorf("worker: %w", err)
 	}
 	p := &Proc{o: o, cmd: cmd, in: json.NewEncoder(stdin), exited: make(chan struct{}),
-		pending: map[int64]chan Reply{}, places: map[int64][]int{}}
+		pending: map[int64]chan Reply{}, places: map[int64][]int{}, lost: map[string]chan struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if o.Gate != nil {
 		o.Gate.Attach(o.Client, o.Process, cmd.Process)
@@ -114,6 +118,17 @@ func (p *Proc) read(stdout io.Reader) {
 		if err := json.Unmarshal(line, &r); err != nil {
 			continue
 		}
+		// Leases and their losses are kept here, in the order the
+		// worker sent them, so a loss never overtakes its lease.
+		if r.Event == EventLost {
+			p.mu.Lock()
+			if r.Lease != nil && p.lost[r.Lease.Token] != nil {
+				close(p.lost[r.Lease.Token])
+				delete(p.lost, r.Lease.Token)
+			}
+			p.mu.Unlock()
+			continue
+		}
 		if r.Event != "" {
 			go p.event(r)
 			continue
@@ -121,6 +136,9 @@ func (p *Proc) read(stdout io.Reader) {
 		p.mu.Lock()
 		ch := p.pending[r.ID]
 		delete(p.pending, r.ID)
+		if r.Lease != nil && r.Lease.TellsLoss {
+			p.lost[r.Lease.Token] = make(chan struct{})
+		}
 		p.mu.Unlock()
 		if ch != nil {
 			ch <- r
@@ -234,11 +252,27 @@ func (p *Proc) Acquire(ctx context.Context, key string) (locks.Lease, error) {
 	if r.Lease == nil {
 		return locks.Lease{}, fmt.Errorf("%w: worker's acquire reply has no lease", locks.ErrUnknown)
 	}
-	return fromWire(*r.Lease), nil
+	l := fromWire(*r.Lease)
+	if r.Lease.TellsLoss {
+		p.mu.Lock()
+		if ch := p.lost[l.Token]; ch != nil {
+			l.Lost = ch
+		} else {
+			l.Lost = closed // lost before its caller heard of it
+		}
+		p.mu.Unlock()
+	}
+	return l, nil
 }
+
+// closed is a Lost that has already happened.
+var closed = func() chan struct{} { ch := make(chan struct{}); close(ch); return ch }()
 
 // Release asks the worker to give lease up.
 func (p *Proc) Release(ctx context.Context, lease locks.Lease) error {
+	p.mu.Lock()
+	delete(p.lost, lease.Token)
+	p.mu.Unlock()
 	_, err := p.call(ctx, Request{Op: OpRelease, Lease: toWire(lease)})
 	return err
 }

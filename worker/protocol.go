@@ -80,6 +80,9 @@ const (
 	EventReply = "reply"
 	// EventPoint: the lock reached its named point Point.
 	EventPoint = "point"
+	// EventLost: the lock told the holder of Lease (by its token) that it
+	// is lost (locks.Lease.Lost). Nothing waits for a "go".
+	EventLost = "lost"
 )
 
 // Request is a line from the harness to a worker.
@@ -128,6 +131,9 @@ type Lease struct {
 	// ValidUntilNS is the lease's validity deadline on the client's clock,
 	// in Unix nanoseconds (0: the lock gives none).
 	ValidUntilNS int64 `json:"valid_until_ns,omitempty"`
+	// TellsLoss says the lock will tell when the lease is lost: an
+	// EventLost with its token follows if it is.
+	TellsLoss bool `json:"tells_loss,omitempty"`
 }
 
 // Reply is a line from a worker to the harness: the answer to request ID,

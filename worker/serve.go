@@ -40,7 +40,7 @@ func ServeIfWorker(lookup func(name string) (locks.Info, error)) {
 // ends. Every Redis client it opens reports its command boundaries as
 // events and waits for the harness's "go".
 func Serve(in io.Reader, out io.Writer, lookup func(name string) (locks.Info, error)) error {
-	s := &server{out: json.NewEncoder(out), waits: map[int64]chan struct{}{}, leases: map[string]locks.Lease{}}
+	s := &server{out: json.NewEncoder(out), waits: map[int64]chan struct{}{}, leases: map[string]locks.Lease{}, released: map[string]chan struct{}{}}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
 	for sc.Scan() {
@@ -64,7 +64,13 @@ func Serve(in io.Reader, out io.Writer, lookup func(name string) (locks.Info, er
 			}
 			// Ops run beside the reader: their commands wait for "go"s
 			// that only the reader can hand them.
-			go func() { s.send(s.do(req)) }()
+			go func() {
+				r, then := s.do(req)
+				s.send(r)
+				if then != nil {
+					then()
+				}
+			}()
 		}
 	}
 	return sc.Err()
@@ -80,6 +86,9 @@ type server struct {
 	mu     sync.Mutex
 	waits  map[int64]chan struct{}
 	leases map[string]locks.Lease // by token: what the lock returned, handed back on release
+	// released is closed, by token, when the lease is given up: the lease's
+	// Lost is watched until then.
+	released map[string]chan struct{}
 
 	lock  locks.Lock
 	store *workloads.Store
@@ -139,26 +148,42 @@ func (s *server) hello(h *Hello, lookup func(string) (locks.Info, error)) error 
 	return err
 }
 
-func (s *server) do(req Request) Reply {
+// do carries out req, and returns its reply and what to do once the reply
+// is sent: an acquired lease whose lock tells losses is watched from then
+// on, so the harness hears of the lease before it hears it is lost.
+func (s *server) do(req Request) (Reply, func()) {
 	ctx := context.Background()
 	r := Reply{ID: req.ID}
 	var err error
+	var then func()
 	switch req.Op {
 	case OpAcquire:
 		var l locks.Lease
 		if l, err = s.lock.Acquire(ctx, req.Key); err == nil {
 			s.mu.Lock()
 			s.leases[l.Token] = l
+			var released chan struct{}
+			if l.Lost != nil {
+				released = make(chan struct{})
+				s.released[l.Token] = released
+			}
 			s.mu.Unlock()
 			r.Lease = toWire(l)
+			if released != nil {
+				then = func() { go s.watch(l, released) }
+			}
 		}
 	case OpRelease:
 		if req.Lease == nil {
-			return Reply{ID: req.ID, Err: ErrUnknown, Msg: "release without a lease"}
+			return Reply{ID: req.ID, Err: ErrUnknown, Msg: "release without a lease"}, nil
 		}
 		s.mu.Lock()
 		l, ok := s.leases[req.Lease.Token]
 		delete(s.leases, req.Lease.Token)
+		if ch := s.released[req.Lease.Token]; ch != nil {
+			close(ch)
+			delete(s.released, req.Lease.Token)
+		}
 		s.mu.Unlock()
 		if !ok {
 			l = fromWire(*req.Lease)
@@ -169,12 +194,22 @@ func (s *server) do(req Request) Reply {
 	case OpWrite:
 		err = s.store.Write(ctx, req.Key, req.Value, req.Fence)
 	default:
-		return Reply{ID: req.ID, Err: ErrUnknown, Msg: "unknown op " + req.Op}
+		return Reply{ID: req.ID, Err: ErrUnknown, Msg: "unknown op " + req.Op}, nil
 	}
 	if err != nil {
 		r.Err, r.Msg = kindOf(err), err.Error()
 	}
-	return r
+	return r, then
+}
+
+// watch tells the harness when l's lock says it is lost, unless it is
+// released first.
+func (s *server) watch(l locks.Lease, released <-chan struct{}) {
+	select {
+	case <-l.Lost:
+		s.send(Reply{Event: EventLost, Lease: &Lease{Key: l.Key, Token: l.Token}})
+	case <-released:
+	}
 }
 
 // kindOf is the wire name of a lock's or store's error.
@@ -191,7 +226,7 @@ func kindOf(err error) string {
 }
 
 func toWire(l locks.Lease) *Lease {
-	w := &Lease{Key: l.Key, Token: l.Token, Fence: l.Fence}
+	w := &Lease{Key: l.Key, Token: l.Token, Fence: l.Fence, TellsLoss: l.Lost != nil}
 	if !l.ValidUntil.IsZero() {
 		w.ValidUntilNS = l.ValidUntil.UnixNano()
 	}

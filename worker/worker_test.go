@@ -215,3 +215,36 @@ func TestWorkerRefusesAnUnknownLock(t *testing.T) {
 		t.Fatalf("start with an unknown lock: %v", err)
 	}
 }
+
+// A lock that tells losses tells them across the process boundary: the
+// harness's lease from a worker carries a Lost that closes when the
+// worker's watchdog fails a renewal, and a lock that does not has none.
+func TestAWorkersLeaseLossReachesTheHarness(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	acquire := func(p *worker.Proc, client int, key string) locks.Lease {
+		e.gate.Begin(client, client, history.Acquire)
+		lease, err := p.Acquire(ctx, key)
+		e.gate.End(client, client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return lease
+	}
+	if l := acquire(e.start("reentrant", 0, 0, ttl), 0, "quiet"); l.Lost != nil {
+		t.Fatal("reentrant's lease from a worker has a Lost: its lock tells nothing")
+	}
+	l := acquire(e.start("reentrant-lost", 1, 1, ttl), 1, "lock")
+	select {
+	case <-l.Lost:
+		t.Fatal("a live holder's lease was said lost")
+	case <-time.After(ttl):
+	}
+	e.redis.Del(ctx, "lock")
+	select {
+	case <-l.Lost:
+	case <-time.After(3 * time.Second):
+		t.Fatal("the worker's watchdog found its key gone and the harness was not told")
+	}
+}

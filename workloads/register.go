@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 )
@@ -200,6 +201,11 @@ func (w *worker) retire() {
 	}
 }
 
+// ErrLeaseLost is a write the holder did not send: its lock had told it
+// the lease was lost (locks.Lease.Lost), as a careful user's code checks
+// before it acts.
+var ErrLeaseLost = errors.New(checker.ErrLeaseLost)
+
 // errCrashed is the completion of an op whose process the nemesis killed.
 var errCrashed = errors.New("process crashed by the nemesis")
 
@@ -297,13 +303,18 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 
 	inv = w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(r + 1), Fence: lease.Fence})
-	err = w.p.Store.Write(ctx, reg, r+1, lease.Fence)
+	select {
+	case <-lease.Lost:
+		err = ErrLeaseLost
+	default:
+		err = w.p.Store.Write(ctx, reg, r+1, lease.Fence)
+	}
 	switch {
 	case w.dead():
 		w.rec.Complete(inv, history.Info, nil, cmp.Or(err, errCrashed))
 		w.retire()
 		return
-	case errors.Is(err, ErrStale):
+	case errors.Is(err, ErrStale), errors.Is(err, ErrLeaseLost):
 		w.rec.Complete(inv, history.Fail, nil, err)
 	case err != nil:
 		w.rec.Complete(inv, history.Info, nil, err)
