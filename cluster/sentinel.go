@@ -89,19 +89,33 @@ func (s *Sentinels) waitDiscovery(ctx context.Context) error {
 // Master asks the first sentinel that answers which node is master now.
 func (s *Sentinels) Master(ctx context.Context) (*Node, error) {
 	for _, n := range s.Nodes {
-		r, err := n.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Options.MasterName)
-		a, ok := r.([]any)
-		if err != nil || !ok || len(a) != 2 {
-			continue
-		}
-		addr := net.JoinHostPort(fmt.Sprint(a[0]), fmt.Sprint(a[1]))
-		for _, d := range s.cluster.Nodes() {
-			if d.spec.Kind == RedisKind && d.srv.PeerAddr() == addr {
-				return d, nil
-			}
+		if d, err := s.MasterBy(ctx, n); err == nil {
+			return d, nil
 		}
 	}
 	return nil, fmt.Errorf("cluster: no sentinel names a known master")
+}
+
+// MasterBy is the node one sentinel names master now. Right after a
+// failover the sentinels disagree: the leader names the promoted replica
+// at once, the others once its hello message (every 2 s) reaches them,
+// and a client asks whichever sentinel it reached first.
+func (s *Sentinels) MasterBy(ctx context.Context, sentinel *Node) (*Node, error) {
+	r, err := sentinel.Do(ctx, "SENTINEL", "GET-MASTER-ADDR-BY-NAME", s.Options.MasterName)
+	if err != nil {
+		return nil, err
+	}
+	a, ok := r.([]any)
+	if !ok || len(a) != 2 {
+		return nil, fmt.Errorf("cluster: %s: odd GET-MASTER-ADDR-BY-NAME reply %v", sentinel.Name, r)
+	}
+	addr := net.JoinHostPort(fmt.Sprint(a[0]), fmt.Sprint(a[1]))
+	for _, d := range s.cluster.Nodes() {
+		if d.spec.Kind == RedisKind && d.srv.PeerAddr() == addr {
+			return d, nil
+		}
+	}
+	return nil, fmt.Errorf("cluster: %s names %s master, which is no node of the cluster", sentinel.Name, addr)
 }
 
 // Addrs are the sentinels' addresses.
