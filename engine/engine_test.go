@@ -116,6 +116,9 @@ func TestPausedHolderFencedKeepsResource(t *testing.T) {
 	}
 }
 
+// noFaults is the schedule of a story that injects nothing.
+func noFaults(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }
+
 // oneNodeLock stands in for a user's lock where only its Info is judged.
 func oneNodeLock(c locks.Config) locks.Lock { l, _ := locks.New("set-nx-px", c); return l }
 
@@ -137,6 +140,10 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
 			Story: &scenario.Scenario{Name: "baseline", Schedule: func(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }}},
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, Story: &scenario.Scenario{Name: "mine"}},
+		// Sentinel watches a replicated master: without one there is
+		// nothing for it to watch.
+		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
+			Story: &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Sentinel: true}, Schedule: noFaults}},
 	}
 	for _, o := range cases {
 		_, err := Resolve(o)

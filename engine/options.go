@@ -201,6 +201,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.Nodes, o.Lock, info.Nodes)
 	case !slices.Contains(cluster.Kinds(), info.ServerKind()):
 		return Plan{}, usagef("lock %s runs against a %q server, which cluster does not start (it starts: %s)", o.Lock, info.Server, strings.Join(cluster.Kinds(), ", "))
+	case s.Topology.Sentinel && !s.Topology.Replicated:
+		return Plan{}, usagef("scenario %s asks for Sentinel, which watches a replicated master: set Topology.Replicated too", s.Name)
 	case s.Topology.Replicated && info.ServerKind() != locks.ServerRedis:
 		return Plan{}, usagef("scenario %s replicates a Redis master; lock %s runs against %s", s.Name, o.Lock, info.ServerKind())
 	case !kindPersists(info.ServerKind(), s.Topology.Persistence):

@@ -55,9 +55,12 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 		}
 		dial := func(name string, co cluster.ClientOptions, traps bool) error {
 			var c *redis.Client
-			if name == p.env.Nodes[0] && p.env.Primary != nil {
+			switch {
+			case name == p.env.Nodes[0] && p.env.Sentinels != nil:
+				c = p.env.Sentinels.Client(peer, co)
+			case name == p.env.Nodes[0] && p.env.Primary != nil:
 				c = p.env.Primary.Client(peer, co)
-			} else {
+			default:
 				l, err := p.cl.Node(name).Link(peer)
 				if err != nil {
 					return err

@@ -8,6 +8,8 @@ import (
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/locks/library"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/worker"
 )
 
@@ -55,5 +57,12 @@ func TestClientProcsRefuseAReplicatedTopology(t *testing.T) {
 	_, err := Resolve(Options{Scenario: "failover", Lock: "set-nx-px", ClientProcs: true})
 	if _, ok := err.(*UsageError); !ok {
 		t.Fatalf("failover with client processes: %v, want a usage error", err)
+	}
+	// Nor can they follow one that Sentinel makes: a worker dials its
+	// nodes' links, not Sentinel.
+	sentinel := &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Replicated: true, Sentinel: true}, Schedule: noFaults}
+	_, err = Resolve(Options{Story: sentinel, Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, ClientProcs: true})
+	if _, ok := err.(*UsageError); !ok {
+		t.Fatalf("a Sentinel topology with client processes: %v, want a usage error", err)
 	}
 }

@@ -78,7 +78,15 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		if err := r.ReplicaOf(ctx, master); err != nil {
 			return res, err
 		}
-		env.Primary = cluster.NewPrimary(master)
+		if s.Topology.Sentinel {
+			// The sentinels are the cluster's nodes: its Close stops them
+			// on every exit path, a failed start's included.
+			if env.Sentinels, err = cl.AddSentinels(ctx, cluster.SentinelOptions{Master: master}); err != nil {
+				return res, err
+			}
+		} else {
+			env.Primary = cluster.NewPrimary(master)
+		}
 	}
 	store, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
 	if err != nil {

@@ -20,6 +20,11 @@ type Topology struct {
 	// Replicated gives the (single) lock node a replica that replicates
 	// through its own link; clients dial whichever is primary.
 	Replicated bool
+	// Sentinel has real redis-sentinel processes watch the replicated
+	// master (Replicated must be set) and fail it over on their own; the
+	// clients ask them for the master, as applications do, instead of
+	// dialling a primary the harness switches by hand.
+	Sentinel bool
 	// Args are appended to every lock node's command line (a maxmemory
 	// and its eviction policy).
 	Args []string
@@ -36,9 +41,13 @@ type Env struct {
 	Nodes, Clients []string
 	Gate           *nemesis.Gate
 	Nemesis        *nemesis.Nemesis
-	// Primary is set in a replicated topology; Replica names the replica.
+	// Primary is set in a replicated topology without Sentinel; Replica
+	// names the replica in either.
 	Primary *cluster.Primary
 	Replica string
+	// Sentinels watch the master in a topology with Sentinel: a schedule
+	// asks them who the master is, never tells them.
+	Sentinels *cluster.Sentinels
 	// Clocks are the clients' own clocks.
 	Clocks []*nemesis.ClientClock
 }
