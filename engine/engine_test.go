@@ -140,6 +140,10 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
 			Story: &scenario.Scenario{Name: "baseline", Schedule: func(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }}},
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, Story: &scenario.Scenario{Name: "mine"}},
+		// A story whose fault takes seconds of its own refuses a lease
+		// shorter than its own minimum.
+		{Lock: "set-nx-px", TTL: time.Second, Expect: &verdict.Expectation{Outcome: verdict.Safe},
+			Story: &scenario.Scenario{Name: "mine", MinTTL: 3 * time.Second, Schedule: noFaults}},
 		// Sentinel watches a replicated master: without one there is
 		// nothing for it to watch.
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},

@@ -193,6 +193,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("-ttl %s: at least 100ms (loopback round trips and the scheduler need room)", o.TTL)
 	case o.TTL < info.MinTTL:
 		return Plan{}, usagef("-ttl %s: lock %s's server grants leases of at least %s", o.TTL, o.Lock, info.MinTTL)
+	case o.TTL < s.MinTTL:
+		return Plan{}, usagef("-ttl %s: scenario %s is told with a lease of at least %s", o.TTL, s.Name, s.MinTTL)
 	case o.TimeLimit <= 0:
 		return Plan{}, usagef("-time-limit %s: must be positive", o.TimeLimit)
 	case s.ExactClients > 0 && o.Clients != s.ExactClients:

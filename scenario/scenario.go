@@ -62,6 +62,9 @@ type Scenario struct {
 	// which the story can play out.
 	TTL     time.Duration
 	Clients int
+	// MinTTL, when set, is the shortest lease the story can be told with:
+	// its fault takes seconds of its own (a Sentinel failover), not TTLs.
+	MinTTL time.Duration
 	// ExactClients, when set, is the only client count the story works
 	// with (one client on each side of a partition).
 	ExactClients int

@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -38,6 +37,7 @@ func sentinelStories(add func(Scenario)) {
 		// on the new master can break its promise; not longer, as the
 		// story costs its time limit in every matrix run.
 		TTL:           4 * time.Second,
+		MinTTL:        sentinelMinTTL,
 		TimeLimitTTLs: 1.1, MinTimeLimitTTLs: 1.1,
 		Topology: Topology{Replicated: true, Sentinel: true},
 		Expect: expect(
@@ -53,9 +53,6 @@ func sentinelStories(add func(Scenario)) {
 		),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			if e.TTL < sentinelMinTTL {
-				return nil, fmt.Errorf("sentinel-failover needs a lease of at least %s, not %s: Sentinel takes 1.5 to 3 s to fail the master over, and the story is a lock lost while its lease runs", sentinelMinTTL, e.TTL)
-			}
 			// The cut is a blackhole: the replica's link to the master
 			// looks up until the master dies, and goes down only then (the
 			// link closes the replica's connection when the killed
