@@ -103,8 +103,8 @@ func (g GhostHolds) Check(ops []history.Op) Verdict {
 			}
 			nodes = append(nodes, mine)
 		}
-		for _, spans := range belief[key] {
-			for _, b := range spans {
+		for _, bs := range belief[key] {
+			for _, b := range bs.spans {
 				times = append(times, b.start, b.end)
 			}
 		}
@@ -125,7 +125,7 @@ func (g GhostHolds) Check(ops []history.Op) Verdict {
 				for at[n]+1 < len(obs) && obs[at[n]+1].At <= t {
 					at[n]++
 				}
-				if at[n] >= 0 && obs[at[n]].present() && !believedAt(belief[key][obs[at[n]].Owner], t) {
+				if at[n] >= 0 && obs[at[n]].present() && !belief[key][obs[at[n]].Owner].at(t) {
 					unowned++
 					owners = append(owners, obs[at[n]].Owner)
 				}
@@ -181,8 +181,8 @@ func observedKeys(byNode map[string][]Observation) []string {
 // beliefs are, by key and lease token, the spans in which the process
 // granted that token believed it held the key: the hold its acquire
 // returned into (a reentrant holder's hold spans every entry).
-func beliefs(ops []history.Op, end int64) map[string]map[string][]busy {
-	out := map[string]map[string][]busy{}
+func beliefs(ops []history.Op, end int64) map[string]map[string]believed {
+	spans := map[string]map[string][]busy{}
 	hs, _ := holdsOf(ops)
 	for _, h := range hs {
 		e := h.End
@@ -193,19 +193,44 @@ func beliefs(ops []history.Op, end int64) map[string]map[string][]busy {
 			if l.token == "" {
 				continue
 			}
-			if out[h.Key] == nil {
-				out[h.Key] = map[string][]busy{}
+			if spans[h.Key] == nil {
+				spans[h.Key] = map[string][]busy{}
 			}
-			out[h.Key][l.token] = append(out[h.Key][l.token], busy{h.Start, e})
+			spans[h.Key][l.token] = append(spans[h.Key][l.token], busy{h.Start, e})
+		}
+	}
+	out := map[string]map[string]believed{}
+	for key, byToken := range spans {
+		out[key] = map[string]believed{}
+		for token, bs := range byToken {
+			slices.SortFunc(bs, func(a, b busy) int { return cmp.Compare(a.start, b.start) })
+			reach := make([]int64, len(bs))
+			for i, b := range bs {
+				reach[i] = b.end
+				if i > 0 {
+					reach[i] = max(reach[i], reach[i-1])
+				}
+			}
+			out[key][token] = believed{bs, reach}
 		}
 	}
 	return out
 }
 
-// believedAt says whether one of spans covers t (from its start, up to
-// and excluding its end).
-func believedAt(spans []busy, t int64) bool {
-	return slices.ContainsFunc(spans, func(b busy) bool { return b.start <= t && t < b.end })
+// believed are one token's belief spans, sorted by start, each with the
+// latest end of it and the spans before it (reach): whether any covers a
+// moment is one search, not a walk of every hold a Redisson-style owner
+// token (one per process) was granted.
+type believed struct {
+	spans []busy
+	reach []int64
+}
+
+// at says whether one of the spans covers t (from its start, up to and
+// excluding its end).
+func (b believed) at(t int64) bool {
+	i := sort.Search(len(b.spans), func(i int) bool { return b.spans[i].start > t }) - 1
+	return i >= 0 && b.reach[i] > t
 }
 
 // StolenKeys finds keys taken from a live owner: a node held the key for
