@@ -10,6 +10,25 @@ import (
 	"github.com/locktorture/locktorture/workloads"
 )
 
+// The locks a lone master's failover judges (failover, sentinel-failover):
+// the leases that promise a deadline, and the locks that promise none (a
+// watchdog renews them). redis-py runs only as worker processes, which
+// cannot follow a failover yet (Resolve refuses the pair).
+var (
+	failoverLeases    = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}
+	failoverWatchdogs = []string{"reentrant", "fair", "redislock-refresh"}
+)
+
+// cutReplication is a failover story's opening: the replica stops hearing
+// from the master (its link blackholed, not closed), so a lock taken next
+// lives on the master alone.
+func cutReplication(e *Env) nemesis.Step {
+	repl := cluster.ReplicationPeer(e.Replica)
+	return act(0, "cut replication", func(context.Context) error {
+		return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
+	})
+}
+
 // Replication: a lock written to a master that dies before it replicates
 // (F1).
 func failoverStories(add func(Scenario)) {
@@ -21,11 +40,9 @@ func failoverStories(add func(Scenario)) {
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Replicated: true},
 		Expect: expect(
-			// redis-py runs only as worker processes, which cannot follow a
-			// failover yet (Resolve refuses the pair).
-			[]string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+			failoverLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 				Why: "asynchronous replication loses the lock with the master: a second client gets it while the first is within its validity"},
-			[]string{"reentrant", "fair", "redislock-refresh"}, verdict.Expectation{Outcome: verdict.Unsafe,
+			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "the lock hash dies with the master; the promoted replica never had it"},
 			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
 				Why: "the fencing counter is lost with the master too: the new master's tokens start again below the old ones, so the store rejects every new holder's write, and only the store's own check keeps it safe"},
@@ -33,11 +50,8 @@ func failoverStories(add func(Scenario)) {
 		),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			repl := cluster.ReplicationPeer(e.Replica)
 			return nemesis.Schedule{
-				act(0, "cut replication", func(context.Context) error {
-					return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
-				}),
+				cutReplication(e),
 				// The holder stalls 1.2 TTLs: a queued waiter of a hash
 				// lock (reentrant, fair) sleeps until the holder's TTL
 				// runs out, as no unlock message comes from a dead

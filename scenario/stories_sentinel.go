@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
@@ -41,11 +40,9 @@ func sentinelStories(add func(Scenario)) {
 		TimeLimitTTLs: 1.1, MinTimeLimitTTLs: 1.1,
 		Topology: Topology{Replicated: true, Sentinel: true},
 		Expect: expect(
-			// redis-py runs only as worker processes, which cannot follow a
-			// failover yet (Resolve refuses the pair).
-			[]string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+			failoverLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 				Why: "asynchronous replication loses the lock with the master, and Sentinel promotes the replica that never had it: the others, told the new master by Sentinel, get the lock about 1.6 s after the kill, well within the first client's 4 s lease"},
-			[]string{"reentrant", "fair", "redislock-refresh"}, verdict.Expectation{Outcome: verdict.Unsafe,
+			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "the lock (a hash, or redislock's key) dies with the master and the promoted replica never had it: a waiter's next try, on the master Sentinel names, takes the lock while the holder works, and the holder's watchdog finds nothing there to renew; a watchdog promises no deadline, so there is no promise to see broken"},
 			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
 				Why: "the fencing counter is lost with the master too: the promoted replica counts again from where replication was cut, so the store rejects each write whose token is not above the last it took (the new holders' first ones, or the woken holder's), and only the store's own check keeps the register intact"},
@@ -63,11 +60,8 @@ func sentinelStories(add func(Scenario)) {
 			// down-after periods plus the time since the master was judged
 			// down): Sentinel promotes it, as it would a replica that lags
 			// behind without knowing it.
-			repl := cluster.ReplicationPeer(e.Replica)
 			return nemesis.Schedule{
-				act(0, "cut replication", func(context.Context) error {
-					return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
-				}),
+				cutReplication(e),
 				// The holder waits at its write while Sentinel fails the
 				// master over (it is not paused: its watchdog goes on),
 				// then stalls a little longer, whole, so the others, who
