@@ -97,8 +97,9 @@ type ServerSpec struct {
 // files in dir.
 func (s ServerSpec) RedisArgs(bind string, port int, dir string) []string {
 	// Loopback binds keep protected mode, and DEBUG and the protected
-	// configs local-only; a container's address is on a network the run made for itself, and
-	// the harness reaches it from the network's gateway.
+	// configs local-only; a container's address is on a network the run
+	// made for itself, and the harness reaches it from the network's
+	// gateway.
 	guard := map[bool]string{true: "yes", false: "no"}[strings.HasPrefix(bind, "127.")]
 	debug := map[bool]string{true: "local", false: "yes"}[guard == "yes"]
 	a := []string{

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"sync"
 	"time"
@@ -27,25 +28,24 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	return c.Do(ctx, args...).Result()
 }
 
-// InfoField is one field of a section of the node's INFO
-// ("replication", "master_link_status"), read straight from its port,
-// and "" when the section does not have it.
-func (n *Node) InfoField(ctx context.Context, section, field string) (string, error) {
+// InfoSection is one section of the node's INFO ("replication"), field
+// by field, read straight from its port in one round trip: fields read
+// together come from one moment (a save's progress and its status).
+func (n *Node) InfoSection(ctx context.Context, section string) (map[string]string, error) {
 	if !n.spec.Kind.RESP {
-		return "", fmt.Errorf("cluster: %s is a %s node: INFO is Redis's", n.Name, n.spec.Kind.Name)
+		return nil, fmt.Errorf("cluster: %s is a %s node: INFO is Redis's", n.Name, n.spec.Kind.Name)
 	}
 	c := n.admin()
 	defer c.Close()
 	info, err := c.InfoMap(ctx, section).Result()
 	if err != nil {
-		return "", err
+		return nil, err
 	}
+	out := map[string]string{}
 	for _, fields := range info {
-		if v, ok := fields[field]; ok {
-			return v, nil
-		}
+		maps.Copy(out, fields)
 	}
-	return "", nil
+	return out, nil
 }
 
 // ReplicaOf makes n a replica of master, replicating through its own link
@@ -62,7 +62,7 @@ func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if status, err := n.InfoField(ctx, "replication", "master_link_status"); err == nil && status == "up" {
+		if info, err := n.InfoSection(ctx, "replication"); err == nil && info["master_link_status"] == "up" {
 			return nil
 		}
 		if time.Now().After(deadline) {

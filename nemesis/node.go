@@ -102,11 +102,11 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 
 // evicted is the node's count of keys it evicted.
 func evicted(ctx context.Context, nd *cluster.Node) (int, error) {
-	v, err := nd.InfoField(ctx, "stats", "evicted_keys")
+	info, err := nd.InfoSection(ctx, "stats")
 	if err != nil {
 		return 0, err
 	}
-	return strconv.Atoi(v)
+	return strconv.Atoi(info["evicted_keys"])
 }
 
 func (n *Nemesis) onNode(f fault.Op, node string, act func(*cluster.Node) error) error {

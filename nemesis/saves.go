@@ -63,16 +63,12 @@ func save(ctx context.Context, nd *cluster.Node, want string) error {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		running, err := nd.InfoField(ctx, "persistence", "rdb_bgsave_in_progress")
+		info, err := nd.InfoSection(ctx, "persistence")
 		if err != nil {
 			return fmt.Errorf("nemesis: %s: %w", nd.Name, err)
 		}
-		if running == "0" {
-			status, err := nd.InfoField(ctx, "persistence", "rdb_last_bgsave_status")
-			if err != nil {
-				return fmt.Errorf("nemesis: %s: %w", nd.Name, err)
-			}
-			if status != want {
+		if info["rdb_bgsave_in_progress"] == "0" {
+			if status := info["rdb_last_bgsave_status"]; status != want {
 				return fmt.Errorf("nemesis: %s: BGSAVE ended %s, want %s", nd.Name, status, want)
 			}
 			return nil
