@@ -138,6 +138,10 @@ type Details struct {
 	// longest stall seen.
 	Allowance    time.Duration `json:"allowance_ns,omitempty"`
 	LongestStall time.Duration `json:"longest_stall_ns,omitempty"`
+	// SlotRefusals counts the acquires and releases that failed because
+	// Redis Cluster answered TRYAGAIN: the lock's keys were split between
+	// two masters while their slot moved, so its command could not run.
+	SlotRefusals int `json:"slot_refusals,omitempty"`
 
 	// GhostHolds: the spans longer than its bound in which the nodes held
 	// a key no client believed it held, and the longest of them.

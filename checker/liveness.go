@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
@@ -60,6 +61,9 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 		// The starved note is the gate's word on the run, not a fault.
 		if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.F != string(fault.Starved) {
 			nemesisAt = append(nemesisAt, op.Time) // in time order, as recorded
+		}
+		if op.Type != history.Invoke && (op.F == history.Acquire || op.F == history.Release) && strings.Contains(op.Error, "TRYAGAIN") {
+			v.Details.SlotRefusals++
 		}
 	}
 	for _, p := range history.Pairs(ops) {

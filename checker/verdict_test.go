@@ -42,6 +42,7 @@ func everything() []history.Op {
 	for t0 := int64(20); t0 < 1000; t0 += 100 {
 		x.op(8, history.Acquire, "D", history.Fail, t0, t0+90, nil)
 	}
+	x[len(x)-1].Error = "outcome unknown: lock script: TRYAGAIN Multiple keys request during rehashing of slot"
 	// J: p10 arrives after p9 and is granted before it.
 	x.op(9, history.Acquire, "J", history.OK, 0, 300, nil)
 	x.op(10, history.Acquire, "J", history.OK, 10, 100, nil)
@@ -107,7 +108,7 @@ func TestVerdictsSurviveJSON(t *testing.T) {
 		"holds", "double_holders", "overlap_ns", "foreign_releases",
 		"operations", "model", "segments", "reason",
 		"promises", "broken_promises", "leases_lost", "note",
-		"allowance_ns", "longest_stall_ns",
+		"allowance_ns", "longest_stall_ns", "slot_refusals",
 		"grants", "overtakings",
 		"ghost_keys", "longest_ghost_ns", "stolen_keys",
 	}

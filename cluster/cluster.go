@@ -274,7 +274,7 @@ func (c *Cluster) add(ctx context.Context, spec ServerSpec) (*Node, error) {
 func (o Options) lookBinary(k *Kind) (string, error) {
 	bin := o.Binaries[k.Name]
 	switch {
-	case k == RedisKind && o.Server != "":
+	case k.Binary == RedisKind.Binary && o.Server != "":
 		bin = o.Server
 	case k == SentinelKind && o.Sentinel != "":
 		bin = o.Sentinel

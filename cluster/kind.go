@@ -117,12 +117,13 @@ type Place struct {
 // kinds holds every kind a node can be, by name: adding a kind is its
 // file and a line here.
 var kinds = map[string]*Kind{
-	RedisKind.Name:     RedisKind,
-	SentinelKind.Name:  SentinelKind,
-	MemcachedKind.Name: MemcachedKind,
-	ZooKeeperKind.Name: ZooKeeperKind,
-	EtcdKind.Name:      EtcdKind,
-	PostgresKind.Name:  PostgresKind,
+	RedisKind.Name:       RedisKind,
+	SentinelKind.Name:    SentinelKind,
+	MemcachedKind.Name:   MemcachedKind,
+	ZooKeeperKind.Name:   ZooKeeperKind,
+	EtcdKind.Name:        EtcdKind,
+	ClusterNodeKind.Name: ClusterNodeKind,
+	PostgresKind.Name:    PostgresKind,
 }
 
 // LookupKind finds a kind by name; "" is Redis, the kind of a lock that

@@ -211,7 +211,11 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("scenario %s runs its nodes with persistence %s, which a %s node does not have", s.Name, s.Topology.Persistence, info.ServerKind())
 	case s.Topology.Replicated && info.Nodes != 1:
 		return Plan{}, usagef("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
-	case o.ClientProcs && s.Topology.Replicated:
+	case s.Topology.Cluster && (info.ServerKind() != locks.ServerRedis || info.Nodes != 1):
+		return Plan{}, usagef("scenario %s puts a single-node Redis lock in a Redis Cluster; lock %s uses %d %s node(s)", s.Name, o.Lock, info.Nodes, info.ServerKind())
+	case s.Topology.Cluster && o.Backend != cluster.Local:
+		return Plan{}, usagef("scenario %s runs a Redis Cluster, which the %s backend cannot start yet (its nodes announce loopback links): use -backend local", s.Name, o.Backend)
+	case o.ClientProcs && (s.Topology.Replicated || s.Topology.Cluster):
 		return Plan{}, usagef("scenario %s follows a failover inside the harness's own clients, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
 		return Plan{}, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",

@@ -36,8 +36,8 @@ type processes struct {
 	workerLog io.Writer
 
 	mu          sync.Mutex
-	conns       []*redis.Client // every connection opened, for close
-	workerProcs []*worker.Proc  // every worker started, for close
+	conns       []redis.UniversalClient // every connection opened, for close
+	workerProcs []*worker.Proc          // every worker started, for close
 }
 
 // opener opens the processes of client, whose wall clock is clock.
@@ -47,13 +47,13 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 		return func(process int) (workloads.Process, error) { return p.startWorker(client, process, clock) }
 	}
 	return func(process int) (workloads.Process, error) {
-		var mine []*redis.Client
+		var mine []redis.UniversalClient
 		closeMine := func() {
 			for _, c := range mine {
 				c.Close()
 			}
 		}
-		dial := func(name string, co cluster.ClientOptions, traps bool) error {
+		dial := func(name string, co cluster.ClientOptions, traps bool) (*redis.Client, error) {
 			var c *redis.Client
 			switch {
 			case name == p.env.Nodes[0] && p.env.Sentinels != nil:
@@ -63,18 +63,29 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 			default:
 				l, err := p.cl.Node(name).Link(peer)
 				if err != nil {
-					return err
+					return nil, err
 				}
 				c = cluster.NewClient(l.Addr(), co)
 			}
 			c.AddHook(p.env.Gate.Hook(client, process, traps))
 			mine = append(mine, c)
-			return nil
+			return c, nil
 		}
 		// A lock of a server kind of its own dials the nodes' links itself;
-		// a Redis lock gets the hooked clients.
+		// a Redis lock gets the hooked clients, and in a Redis Cluster one
+		// client that routes by slot.
 		var addrs []string
+		var lockClients []redis.UniversalClient
+		if p.env.Cluster != nil {
+			c := p.env.Cluster.Client(peer, cluster.ClientOptions{})
+			p.env.Gate.HookCluster(c, client, process, true)
+			mine = append(mine, c)
+			lockClients = append(lockClients, c)
+		}
 		for _, name := range p.env.Nodes {
+			if p.env.Cluster != nil {
+				break
+			}
 			if p.info.ServerKind() != locks.ServerRedis {
 				l, err := p.cl.Node(name).Link(peer)
 				if err != nil {
@@ -83,17 +94,20 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 				}
 				addrs = append(addrs, l.Addr())
 			}
-			if err := dial(name, cluster.ClientOptions{}, true); err != nil {
+			c, err := dial(name, cluster.ClientOptions{}, true)
+			if err != nil {
 				closeMine()
 				return workloads.Process{}, err
 			}
+			lockClients = append(lockClients, c)
 		}
-		if err := dial(p.store.Name, p.storeOpts, false); err != nil {
+		store, err := dial(p.store.Name, p.storeOpts, false)
+		if err != nil {
 			closeMine()
 			return workloads.Process{}, err
 		}
 		cfg := p.lock
-		cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = mine[:len(p.env.Nodes)], addrs, clock, fmt.Sprintf("%s:%d", peer, process)
+		cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = lockClients, addrs, clock, fmt.Sprintf("%s:%d", peer, process)
 		cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
 		lock, err := locks.Build(p.info, cfg)
 		if err != nil {
@@ -103,7 +117,7 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 		p.mu.Lock()
 		p.conns = append(p.conns, mine...)
 		p.mu.Unlock()
-		return workloads.Process{Lock: lock, Store: workloads.NewStore(mine[len(mine)-1]), Close: closeMine}, nil
+		return workloads.Process{Lock: lock, Store: workloads.NewStore(store), Close: closeMine}, nil
 	}
 }
 

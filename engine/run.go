@@ -57,9 +57,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	defer cl.Close()
-	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed}
+	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock"}
 	var lockNodes []cluster.NodeOptions
-	for i := 1; i <= info.Nodes; i++ {
+	for i := 1; i <= info.Nodes && !s.Topology.Cluster; i++ {
 		name := fmt.Sprintf("n%d", i)
 		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence,
 			Args: s.Topology.Args})
@@ -67,6 +67,14 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	if _, err := cl.AddNodes(ctx, lockNodes); err != nil {
 		return res, err
+	}
+	if s.Topology.Cluster {
+		if env.Cluster, err = cl.AddRedisCluster(ctx, cluster.RedisClusterOptions{}); err != nil {
+			return res, err
+		}
+		for _, n := range env.Cluster.Nodes() {
+			env.Nodes = append(env.Nodes, n.Name)
+		}
 	}
 	if s.Topology.Replicated {
 		env.Replica = env.Nodes[0] + "-replica"
@@ -117,7 +125,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	defer procs.close()
 	env.Gate = nemesis.NewGate(rec)
 	env.Nemesis = nemesis.New(rec, cl)
-	wo := workloads.Options{Key: "lock", Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
+	wo := workloads.Options{Key: env.Key, Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
 		Hold: env.TTLs(s.HoldTTLs)}
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)

@@ -75,6 +75,14 @@ const (
 	// SaveMend is a background save that succeeds: the node takes
 	// writes again.
 	SaveMend Op = "save-mend"
+	// MigrateStart begins moving a Redis Cluster hash slot to another
+	// master (SETSLOT IMPORTING, then MIGRATING): the source sends a
+	// client asking for a key it does not have to the target (ASK).
+	MigrateStart Op = "migrate-start"
+	// MigrateEnd moves the slot's keys left on the source (MIGRATE) and
+	// hands the slot to the target (SETSLOT NODE): the source now sends
+	// every client there (MOVED). Value.Target says how many keys moved.
+	MigrateEnd Op = "migrate-end"
 	// Starved notes a pause the gate could not fit where its story needs
 	// it: a word on the run, not a fault.
 	Starved Op = "starved"
@@ -114,10 +122,13 @@ const (
 	// DiskError: a node's save failed, so it refuses writes, releases and
 	// renewals included (MISCONF).
 	DiskError Kind = "disk-error"
+	// SlotMigration: a Redis Cluster slot moved between masters while
+	// clients use its keys, redirected by ASK and MOVED.
+	SlotMigration Kind = "slot-migration"
 )
 
 // Kinds lists every kind, in the order reports show them.
-var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction, DiskError}
+var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction, DiskError, SlotMigration}
 
 // Shape is how an op lasts, which is how a report draws it and pairs it
 // with the op that ends it.
@@ -187,6 +198,8 @@ var table = []Spec{
 	{Op: Evict, Label: "eviction", Kind: Eviction, Shape: Instant},
 	{Op: SaveFail, Label: "save failed", Kind: DiskError, Shape: Interval, End: SaveMend},
 	{Op: SaveMend, Label: "save mended", Shape: End},
+	{Op: MigrateStart, Label: "slot migration", Kind: SlotMigration, Shape: Interval, End: MigrateEnd},
+	{Op: MigrateEnd, Label: "slot handed over", Shape: End},
 	{Op: Starved, Label: "starved", Shape: Note},
 }
 

@@ -85,6 +85,7 @@ func TestEndedBy(t *testing.T) {
 		ClockStrobeEnd: {ClockStrobeStart},
 		Resume:         {Pause, Stall},
 		SaveMend:       {SaveFail},
+		MigrateEnd:     {MigrateStart},
 	}
 	for _, op := range Ops() {
 		if got := EndedBy(op); !slices.Equal(got, want[op]) {
@@ -100,7 +101,7 @@ func TestKindOf(t *testing.T) {
 		PartitionStart: Partition, LatencyStart: Latency, PauseNode: NodePause,
 		Kill: NodeCrash, PowerLoss: NodeCrash, ClockBump: NodeClock, ClockStrobeStart: NodeClock,
 		Pause: ClientPause, Stall: ClientPause, Crash: ClientCrash, ClockSkew: ClientClock, Promote: Failover, Evict: Eviction,
-		SaveFail: DiskError,
+		SaveFail: DiskError, MigrateStart: SlotMigration,
 	}
 	for _, op := range Ops() {
 		k, ok := KindOf(op)

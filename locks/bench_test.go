@@ -28,13 +28,13 @@ func BenchmarkCycle(b *testing.B) {
 	defer cl.Close()
 	for _, clients := range []int{1, 16} {
 		b.Run(fmt.Sprintf("raw-SET/clients=%d", clients), func(b *testing.B) {
-			runClients(b, cl, clients, func(c []*redis.Client) func(ctx context.Context, key string) error {
+			runClients(b, cl, clients, func(c []redis.UniversalClient) func(ctx context.Context, key string) error {
 				return func(ctx context.Context, key string) error { return c[0].Set(ctx, key, "v", 0).Err() }
 			})
 		})
 		for _, name := range locks.Names() {
 			b.Run(fmt.Sprintf("%s/clients=%d", name, clients), func(b *testing.B) {
-				runClients(b, cl, clients, func(c []*redis.Client) func(ctx context.Context, key string) error {
+				runClients(b, cl, clients, func(c []redis.UniversalClient) func(ctx context.Context, key string) error {
 					info, _ := locks.Lookup(name)
 					l, err := locks.New(name, locks.Config{Clients: c[:info.Nodes], TTL: 10 * time.Second})
 					if err != nil {
@@ -54,11 +54,11 @@ func BenchmarkCycle(b *testing.B) {
 }
 
 // runClients splits b.N cycles among n clients and reports cycles/s.
-func runClients(b *testing.B, cl *cluster.Cluster, n int, setup func([]*redis.Client) func(context.Context, string) error) {
+func runClients(b *testing.B, cl *cluster.Cluster, n int, setup func([]redis.UniversalClient) func(context.Context, string) error) {
 	ctx := context.Background()
 	var cycles []func(context.Context, string) error
 	for i := 0; i < n; i++ {
-		var conns []*redis.Client
+		var conns []redis.UniversalClient
 		for _, node := range cl.Nodes() {
 			c := cluster.NewClient(node.Addr(), cluster.ClientOptions{Timeout: 2 * time.Second})
 			defer c.Close()

@@ -114,10 +114,10 @@ return 1`)
 
 type fairProto struct {
 	cfg Config
-	c   *redis.Client
+	c   redis.UniversalClient
 }
 
-func newFair(cfg Config, c *redis.Client) *hashLock {
+func newFair(cfg Config, c redis.UniversalClient) *hashLock {
 	return newHashLock(cfg, c, &fairProto{cfg: cfg, c: c})
 }
 

@@ -39,7 +39,7 @@ return 0`)
 // never loses it to expiry and a dead one loses it within one TTL.
 type hashLock struct {
 	cfg   Config
-	c     *redis.Client
+	c     redis.UniversalClient
 	proto hashProtocol
 	// tellsLoss closes a lease's Lost when its watchdog's renewal fails.
 	tellsLoss bool
@@ -54,7 +54,7 @@ type hold struct {
 	lost  chan struct{} // closed by the watchdog when a renewal fails; nil unless tellsLoss
 }
 
-func newHashLock(cfg Config, c *redis.Client, p hashProtocol) *hashLock {
+func newHashLock(cfg Config, c redis.UniversalClient, p hashProtocol) *hashLock {
 	return &hashLock{cfg: cfg, c: c, proto: p, held: map[string]*hold{}}
 }
 
@@ -189,7 +189,7 @@ func (l *hashLock) Release(ctx context.Context, lease Lease) error {
 
 // scriptInt runs a script whose nil reply means "acquired" (or another
 // distinguished answer): it returns nilReply=true for nil.
-func scriptInt(ctx context.Context, s *redis.Script, c *redis.Client, keys []string, args ...any) (n int64, nilReply bool, err error) {
+func scriptInt(ctx context.Context, s *redis.Script, c redis.UniversalClient, keys []string, args ...any) (n int64, nilReply bool, err error) {
 	n, err = s.Run(ctx, c, keys, args...).Int64()
 	if errors.Is(err, redis.Nil) {
 		return 0, true, nil

@@ -98,7 +98,7 @@ type Config struct {
 	// hooks, which is how a nemesis reaches a Redis lock's command
 	// boundaries; a lock on another server (Info.Server) dials Addrs and
 	// leaves these alone.
-	Clients []*redis.Client
+	Clients []redis.UniversalClient
 	// Addrs holds the address of this client's own link to each lock
 	// node, in node order, for a lock whose server is not Redis: it dials
 	// them with its own kind of client, and every byte still crosses the

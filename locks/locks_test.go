@@ -19,7 +19,7 @@ import (
 type env struct {
 	t     *testing.T
 	cl    *cluster.Cluster
-	conns []*redis.Client
+	conns []redis.UniversalClient
 }
 
 func newEnv(t *testing.T, nodes int) *env {
@@ -39,8 +39,8 @@ func newEnv(t *testing.T, nodes int) *env {
 }
 
 // clients dials every node directly (these tests need no faults).
-func (e *env) clients() []*redis.Client {
-	var out []*redis.Client
+func (e *env) clients() []redis.UniversalClient {
+	var out []redis.UniversalClient
 	for _, n := range e.cl.Nodes() {
 		c := cluster.NewClient(n.Addr(), cluster.ClientOptions{})
 		e.conns = append(e.conns, c)
@@ -70,7 +70,7 @@ func (e *env) lock(name string, cfg locks.Config) locks.Lock {
 	return l
 }
 
-func (e *env) admin(i int) *redis.Client { return e.clients()[i] }
+func (e *env) admin(i int) redis.UniversalClient { return e.clients()[i] }
 
 // redisLocks are the registered locks that keep their state in Redis: all
 // but the two controls, which TestControls covers.
@@ -348,7 +348,7 @@ func TestMultiLockOverlappingSetsStayExclusive(t *testing.T) {
 	all := e.clients()
 	// Two multilocks over {n1,n2} and {n2,n3}, and their holders' count in
 	// the shared member must never exceed one.
-	sets := [][]*redis.Client{all[0:2], all[1:3]}
+	sets := [][]redis.UniversalClient{all[0:2], all[1:3]}
 	var inside, worst int32
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -421,7 +421,7 @@ func (h hookFunc) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 }
 
 // hooked dials every node with h on each client.
-func (e *env) hooked(h hookFunc) []*redis.Client {
+func (e *env) hooked(h hookFunc) []redis.UniversalClient {
 	cs := e.clients()
 	for _, c := range cs {
 		c.AddHook(h)

@@ -55,7 +55,7 @@ func (l *redlock) Acquire(ctx context.Context, key string) (Lease, error) {
 	return Retry(ctx, l.cfg, func() (Lease, bool, error) {
 		token := newToken()
 		start := l.cfg.Clock.Now()
-		ok := l.onAll(ctx, func(ctx context.Context, c *redis.Client) (bool, error) {
+		ok := l.onAll(ctx, func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 			return c.SetNX(ctx, key, token, l.cfg.TTL).Result()
 		})
 		elapsed := l.cfg.Clock.Now().Sub(start)
@@ -65,7 +65,7 @@ func (l *redlock) Acquire(ctx context.Context, key string) (Lease, error) {
 		}
 		// Failed: unlock everywhere, including nodes that did not answer,
 		// so no minority keeps a key that blocks others until it expires.
-		l.onAll(context.WithoutCancel(ctx), func(ctx context.Context, c *redis.Client) (bool, error) {
+		l.onAll(context.WithoutCancel(ctx), func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 			return true, compareAndDelete(ctx, c, Lease{Key: key, Token: token})
 		})
 		return Lease{}, false, nil
@@ -74,7 +74,7 @@ func (l *redlock) Acquire(ctx context.Context, key string) (Lease, error) {
 
 // onAll runs f on every node at once, each bounded by the node timeout, and
 // counts the nodes where it returned true without error.
-func (l *redlock) onAll(ctx context.Context, f func(context.Context, *redis.Client) (bool, error)) int {
+func (l *redlock) onAll(ctx context.Context, f func(context.Context, redis.UniversalClient) (bool, error)) int {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
@@ -101,7 +101,7 @@ func (l *redlock) onAll(ctx context.Context, f func(context.Context, *redis.Clie
 func (l *redlock) Release(ctx context.Context, lease Lease) error {
 	var mu sync.Mutex
 	var unsure int
-	deleted := l.onAll(ctx, func(ctx context.Context, c *redis.Client) (bool, error) {
+	deleted := l.onAll(ctx, func(ctx context.Context, c redis.UniversalClient) (bool, error) {
 		err := compareAndDelete(ctx, c, lease)
 		if errors.Is(err, ErrUnknown) {
 			mu.Lock()

@@ -48,10 +48,10 @@ const unlockMessage = "0"
 
 type reentrantProto struct {
 	cfg Config
-	c   *redis.Client
+	c   redis.UniversalClient
 }
 
-func newReentrant(cfg Config, c *redis.Client) *hashLock {
+func newReentrant(cfg Config, c redis.UniversalClient) *hashLock {
 	return newHashLock(cfg, c, &reentrantProto{cfg: cfg, c: c})
 }
 

@@ -49,7 +49,7 @@ func (l *setNXPX) Release(ctx context.Context, lease Lease) error {
 	return compareAndDelete(ctx, l.cfg.Clients[0], lease)
 }
 
-func compareAndDelete(ctx context.Context, c *redis.Client, lease Lease) error {
+func compareAndDelete(ctx context.Context, c redis.UniversalClient, lease Lease) error {
 	n, err := releaseScript.Run(ctx, c, []string{lease.Key}, lease.Token).Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return unknown("release script", err)

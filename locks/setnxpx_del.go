@@ -29,7 +29,7 @@ func (l *setNXPXDel) Release(ctx context.Context, lease Lease) error {
 
 // del is the owner-blind release: it reports ErrNotHeld only when there was
 // nothing to delete, and happily deletes anyone else's lock.
-func del(ctx context.Context, c *redis.Client, key string) error {
+func del(ctx context.Context, c redis.UniversalClient, key string) error {
 	n, err := c.Del(ctx, key).Result()
 	if err != nil {
 		return unknown("DEL", err)

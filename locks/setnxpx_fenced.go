@@ -25,8 +25,10 @@ if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
 end
 return 0`)
 
-// FenceKey is where the fencing counter of lock key lives.
-func FenceKey(key string) string { return key + ":fence" }
+// FenceKey is where the fencing counter of lock key lives: in key's hash
+// slot (for a key without braces), so the acquire script's two keys share
+// a node in a Redis Cluster too, as Redisson names its locks' side keys.
+func FenceKey(key string) string { return "{" + key + "}:fence" }
 
 // fencedSetNXPX is Kleppmann's remedy: the lease is no safer than set-nx-px,
 // but a store that refuses tokens not greater than the last it accepted

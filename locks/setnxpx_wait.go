@@ -163,10 +163,10 @@ func (l *setNXPXWait) Acquire(ctx context.Context, key string) (Lease, error) {
 // go-redis reads a pipeline's replies under that one timeout, so a
 // longer WAIT would turn every short WAIT into a transport error. Never
 // 0, which WAIT takes as forever.
-func (l *setNXPXWait) waitTimeout(c *redis.Client) time.Duration {
+func (l *setNXPXWait) waitTimeout(c redis.UniversalClient) time.Duration {
 	d := l.cfg.TTL / 10
-	if rt := c.Options().ReadTimeout; rt > 0 {
-		d = min(d, rt/2)
+	if o, ok := c.(interface{ Options() *redis.Options }); ok && o.Options().ReadTimeout > 0 {
+		d = min(d, o.Options().ReadTimeout/2)
 	}
 	return max(d, time.Millisecond)
 }
@@ -177,7 +177,7 @@ func (l *setNXPXWait) Release(ctx context.Context, lease Lease) error {
 
 // connectedReplicas is the master's connected_slaves from INFO
 // replication.
-func connectedReplicas(ctx context.Context, c *redis.Client) (int64, error) {
+func connectedReplicas(ctx context.Context, c redis.UniversalClient) (int64, error) {
 	info := c.InfoMap(ctx, "replication")
 	if err := info.Err(); err != nil {
 		return 0, err

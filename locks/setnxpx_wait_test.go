@@ -50,7 +50,7 @@ func newWaitPair(t *testing.T, cfg locks.Config) *waitPair {
 	// (500 ms read timeout, no retries).
 	own := cluster.NewClient(master.Addr(), cluster.ClientOptions{})
 	t.Cleanup(func() { own.Close() })
-	cfg.Clients = []*redis.Client{own}
+	cfg.Clients = []redis.UniversalClient{own}
 	if p.lock, err = locks.New("set-nx-px-wait", cfg); err != nil {
 		t.Fatal(err)
 	}

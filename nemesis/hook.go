@@ -31,6 +31,25 @@ func (g *Gate) Hook(client, process int, traps bool) redis.Hook {
 	return &hook{g: g, client: client, process: process, traps: traps}
 }
 
+// HookCluster hooks a cluster client as Hook does a plain one: each of its
+// commands meets the gate once, whichever node it is routed or redirected
+// to, and every connection it dials to any node is the gate's.
+func (g *Gate) HookCluster(c *redis.ClusterClient, client, process int, traps bool) {
+	h := &hook{g: g, client: client, process: process, traps: traps}
+	c.AddHook(h)
+	c.OnNewNode(func(n *redis.Client) { n.AddHook(dialOnly{h}) })
+}
+
+// dialOnly is a hook's dial half, for a cluster's node clients: their
+// commands already met the gate at the cluster client.
+type dialOnly struct{ *hook }
+
+func (dialOnly) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (dialOnly) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
 type hook struct {
 	g       *Gate
 	client  int

@@ -35,7 +35,7 @@ func BenchmarkHookCost(b *testing.B) {
 			if mode == "hooked+trap" {
 				g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Release, Match: "DEL", After: "GET"}, Pause: time.Hour})
 			}
-			l, err := locks.New("set-nx-px", locks.Config{Clients: []*redis.Client{c}, TTL: 10 * time.Second})
+			l, err := locks.New("set-nx-px", locks.Config{Clients: []redis.UniversalClient{c}, TTL: 10 * time.Second})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -9,6 +9,7 @@ package observe
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,7 +128,7 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 			return
 		case <-t.C:
 		}
-		s := read(ctx, c, o)
+		s := read(ctx, c, o, n.Kind() == cluster.ClusterNodeKind)
 		if ctx.Err() != nil {
 			return
 		}
@@ -147,11 +148,34 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 // read reads the key once. The deadline is counted from before the read
 // was sent: the node read its PTTL later than that, so the key lives at
 // least until the deadline recorded, never less.
-func read(ctx context.Context, c *redis.Client, o Options) state {
+//
+// A Redis Cluster node answers only for the slots it serves. It is read
+// as it holds the key whatever the slot map says: READONLY lets a replica
+// answer for its master's slots, and ASKING lets a master that imports
+// the key's slot answer for the keys already moved to it. A node that
+// still sends the read elsewhere (MOVED, or ASK for a key it no longer
+// has) holds no such key.
+func read(ctx context.Context, c *redis.Client, o Options, clusterNode bool) state {
 	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	sent := o.Rec.Now()
-	r, err := readScript.Run(rctx, c, []string{o.Key}).Slice()
+	var r []any
+	var err error
+	if clusterNode {
+		var cmd *redis.Cmd
+		_, _ = c.Pipelined(rctx, func(p redis.Pipeliner) error {
+			p.ReadOnly(rctx)
+			p.Do(rctx, "ASKING")
+			cmd = readScript.Eval(rctx, p, []string{o.Key})
+			return nil
+		})
+		r, err = cmd.Slice()
+		if err != nil && (strings.HasPrefix(err.Error(), "MOVED ") || strings.HasPrefix(err.Error(), "ASK ")) {
+			return state{}
+		}
+	} else {
+		r, err = readScript.Run(rctx, c, []string{o.Key}).Slice()
+	}
 	if err != nil || len(r) != 2 {
 		if errors.Is(err, redis.Nil) {
 			return state{}

@@ -25,6 +25,7 @@ var families = []func(add func(Scenario)){
 	clientStories,   // stories_clients.go: S1 to S5
 	failoverStories, // stories_failover.go: F1
 	sentinelStories, // stories_sentinel.go: F1 failed over by Sentinel
+	clusterStories,  // stories_cluster.go: Redis Cluster's failover and resharding
 	serviceStories,  // stories_services.go: the services' own faults
 	fieldStories,    // stories_field.go: failures users report
 	randomStory,     // random.go: exploration

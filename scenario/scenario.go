@@ -28,6 +28,11 @@ type Topology struct {
 	// Args are appended to every lock node's command line (a maxmemory
 	// and its eviction policy).
 	Args []string
+	// Cluster puts the lock in a Redis Cluster: three masters, each with
+	// a replica, sharing the slots; every client routes by slot through
+	// go-redis's cluster client. A single-node lock's key lives on the
+	// master of its slot.
+	Cluster bool
 }
 
 // Env is what a scenario's schedule acts on.
@@ -50,6 +55,11 @@ type Env struct {
 	Sentinels *cluster.Sentinels
 	// Clocks are the clients' own clocks.
 	Clocks []*nemesis.ClientClock
+	// Cluster is the Redis Cluster in a topology with one; Nodes then
+	// lists its nodes, masters first.
+	Cluster *cluster.RedisCluster
+	// Key is the lock's key.
+	Key string
 }
 
 // Scenario is one failure story.

@@ -44,13 +44,17 @@ const (
 	// WriteWithheld: a holder did not write because its lock had said the
 	// lease was lost (locks.Lease.Lost).
 	WriteWithheld = "write-withheld"
+	// SlotBusy: Redis Cluster refused a lock's acquire or release with
+	// TRYAGAIN while the key's slot moved (a script of several keys, some
+	// moved and some not yet).
+	SlotBusy = "slot-busy"
 )
 
 // ObservationWords lists what an expectation may require (+) or forbid (−):
 // the anomaly kinds the checkers report, and the facts a run records.
 var ObservationWords = []string{
 	"deadlock", "double-holder", "foreign-release", "ghost-hold", GhostKey, "lease-lost", "lost-update", "not-linearizable",
-	"overtaken", "promise-broken", "stale-write", StaleWriteRejected, "stolen-key", WriteWithheld,
+	"overtaken", "promise-broken", SlotBusy, "stale-write", StaleWriteRejected, "stolen-key", WriteWithheld,
 }
 
 // ParseExpectation reads an expectation in the words the matrix prints:

@@ -145,8 +145,9 @@ func Sum(vs []checker.Verdict) Outcome {
 
 // Observations lists, sorted, the anomaly kinds the verdicts report,
 // StaleWriteRejected when the fenced store refused a write, GhostKey
-// when a node held the key for nobody and WriteWithheld when a holder did
-// not write because its lock said its lease was lost.
+// when a node held the key for nobody, WriteWithheld when a holder did
+// not write because its lock said its lease was lost, and SlotBusy when
+// Redis Cluster refused a lock command while its slot moved.
 func Observations(vs []checker.Verdict) []string {
 	seen := map[string]bool{}
 	for _, v := range vs {
@@ -161,6 +162,9 @@ func Observations(vs []checker.Verdict) []string {
 		}
 		if v.Details.WritesWithheld > 0 {
 			seen[WriteWithheld] = true
+		}
+		if v.Details.SlotRefusals > 0 {
+			seen[SlotBusy] = true
 		}
 	}
 	out := make([]string, 0, len(seen))

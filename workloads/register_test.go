@@ -40,7 +40,7 @@ func TestClientCrashMidProtocol(t *testing.T) {
 				sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
 				lc.AddHook(gate.Hook(i, process, true))
 				sc.AddHook(gate.Hook(i, process, false))
-				l, err := locks.New("setnx-expire", locks.Config{Clients: []*redis.Client{lc}, TTL: time.Second,
+				l, err := locks.New("setnx-expire", locks.Config{Clients: []redis.UniversalClient{lc}, TTL: time.Second,
 					Wait: 100 * time.Millisecond})
 				return workloads.Process{Lock: l, Store: workloads.NewStore(sc),
 					Close: func() { lc.Close(); sc.Close() }}, err

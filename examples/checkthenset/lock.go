@@ -20,7 +20,7 @@ func New(cfg locks.Config) locks.Lock { return &lock{cfg: cfg, c: cfg.Clients[0]
 
 type lock struct {
 	cfg locks.Config
-	c   *redis.Client
+	c   redis.UniversalClient
 }
 
 // Acquire checks, then sets: two clients can both see the key free and

@@ -75,7 +75,7 @@ type single struct {
 	token    string // fixed token (shared-token); empty: a fresh one each time
 	twoStep  bool   // SET NX, then PEXPIRE
 	pxMicros bool   // PX in microseconds
-	release  func(ctx context.Context, c *redis.Client, key, token string) (bool, error)
+	release  func(ctx context.Context, c redis.UniversalClient, key, token string) (bool, error)
 }
 
 func (l *single) Acquire(ctx context.Context, key string) (locks.Lease, error) {
@@ -143,13 +143,13 @@ func (l *single) Release(ctx context.Context, lease locks.Lease) error {
 var cad = redis.NewScript(`if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end return 0`)
 
 // compareAndDel is the right release: one script, compare and delete.
-func compareAndDel(ctx context.Context, c *redis.Client, key, tok string) (bool, error) {
+func compareAndDel(ctx context.Context, c redis.UniversalClient, key, tok string) (bool, error) {
 	n, err := cad.Run(ctx, c, []string{key}, tok).Int()
 	return n == 1, err
 }
 
 // getThenDel is the same check written as two commands.
-func getThenDel(ctx context.Context, c *redis.Client, key, tok string) (bool, error) {
+func getThenDel(ctx context.Context, c redis.UniversalClient, key, tok string) (bool, error) {
 	v, err := c.Get(ctx, key).Result()
 	if errors.Is(err, redis.Nil) || (err == nil && v != tok) {
 		return false, nil
@@ -177,7 +177,7 @@ func (l *redlock) quorum() int {
 
 // onAll runs f on every node in parallel, each bounded by the node timeout,
 // and counts the successes.
-func (l *redlock) onAll(ctx context.Context, f func(context.Context, *redis.Client) bool) int {
+func (l *redlock) onAll(ctx context.Context, f func(context.Context, redis.UniversalClient) bool) int {
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
@@ -203,7 +203,7 @@ func (l *redlock) Acquire(ctx context.Context, key string) (locks.Lease, error) 
 	for {
 		tok := token()
 		start := l.cfg.Clock.Now()
-		ok := l.onAll(ctx, func(ctx context.Context, c *redis.Client) bool {
+		ok := l.onAll(ctx, func(ctx context.Context, c redis.UniversalClient) bool {
 			set, err := c.SetNX(ctx, key, tok, l.cfg.TTL).Result()
 			return err == nil && set
 		})
@@ -222,7 +222,7 @@ func (l *redlock) Acquire(ctx context.Context, key string) (locks.Lease, error) 
 }
 
 func (l *redlock) unlock(ctx context.Context, key, tok string) int {
-	return l.onAll(context.WithoutCancel(ctx), func(ctx context.Context, c *redis.Client) bool {
+	return l.onAll(context.WithoutCancel(ctx), func(ctx context.Context, c redis.UniversalClient) bool {
 		ok, err := compareAndDel(ctx, c, key, tok)
 		return err == nil && ok
 	})

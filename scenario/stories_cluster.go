@@ -1,0 +1,141 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/nemesis"
+	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
+)
+
+// clusterMinTTL is the shortest lease cluster-failover is told with. The
+// cluster fails a master over on its own, in seconds: the node timeout
+// (500 ms) before the master is flagged failing, the replica's election
+// delay (500 ms and up to 500 ms more), its vote, and the clients'
+// reload of the slot map (every 250 ms). From the kill to the promotion
+// seen by every node it took 1.6 to 1.8 s.
+const clusterMinTTL = 3 * time.Second
+
+// clusterLocks are the single-node locks a Redis Cluster story judges:
+// every one whose keys share the lock key's slot (set-nx-px-fenced's
+// counter and fair's queue carry its hash tag). Not set-nx-px-wait: its
+// WAIT has no key, so go-redis's cluster pipeline sends it to a node of
+// its choosing, not to the master that took the SET. Not redis-py: its
+// workers dial one node each, not a cluster.
+var clusterLeases = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}
+
+// Redis Cluster: the lock key lives on the master of its hash slot, and
+// every client routes by slot through go-redis's cluster client, each
+// through its own links.
+func clusterStories(add func(Scenario)) {
+	clusterOnly := notFor(serviceKinds, "a Redis Cluster's own failover and resharding: leader-failover tells the ensembles' failover")
+	add(Scenario{
+		Name:   "cluster-failover",
+		NotFor: clusterOnly,
+		Story: "F1 in a Redis Cluster (the issue: \"a master fails over, the cluster promotes its replica, while a holder works\"): three masters share the slots, each with a replica; " +
+			"replication from the lock key's master to its replica is cut; a client locks; while it works the master is killed, the other masters agree it failed " +
+			"and its replica wins their vote, and the other clients, told the new owner of the slot, lock on it within the first client's lease.",
+		TTL:           4 * time.Second,
+		MinTTL:        clusterMinTTL,
+		TimeLimitTTLs: 1.1, MinTimeLimitTTLs: 1.1,
+		Topology: Topology{Cluster: true},
+		Expect: expect(
+			clusterLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "replication in a cluster is asynchronous as anywhere: the promoted replica never had the key, and the others lock on it about 2 s after the kill, well within the first client's 4 s lease"},
+			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "the lock dies with its master and the promoted replica never had it: a waiter's next try takes it while the holder works, and the holder's watchdog finds nothing to renew"},
+			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "the fencing counter shares the key's slot, and so its master: the promoted replica counts again from where replication was cut, and only the store's own check keeps the register intact"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis"},
+		),
+		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			master, replica, err := e.Cluster.Owner(context.Background(), e.Key)
+			if err != nil {
+				return nil, err
+			}
+			return nemesis.Schedule{
+				// The replica replicates through the master's announced
+				// link; blackholed, the replica still believes its link
+				// up, so the cluster promotes it as it would a replica
+				// that lags without knowing it.
+				act(0, "cut replication", func(context.Context) error {
+					return e.Nemesis.Partition(nemesis.Grudge{cluster.ReplicationPeer(replica.Name): {master.Name}})
+				}),
+				// As in sentinel-failover: the holder waits at its write
+				// while the cluster fails over, then a little longer, so
+				// the others write first; a failover that leaves it too
+				// little of its lease is starved and run again.
+				e.Gate.ArmStep(e.TTLs(0.1), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
+					Pause: e.TTLs(0.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
+					ThenName: "kill the slot's master and wait for the cluster to promote its replica",
+					Then: func(ctx context.Context, _, _ int) error {
+						if err := e.Nemesis.KillNode(master.Name); err != nil {
+							return err
+						}
+						return e.Nemesis.AwaitClusterPromotion(ctx, e.Cluster, replica.Name, 10*time.Second)
+					}}),
+			}, nil
+		},
+	})
+	add(Scenario{
+		Name:   "slot-migration",
+		NotFor: clusterOnly,
+		Story: "Resharding (redis/redis#7116, redisson#612, redis/redis#9526): the lock key's slot moves between masters twice while clients lock and release: once in one step " +
+			"while a client holds the key (the key is MIGRATEd with its time to live, and its release follows MOVED), once slowly, so that for 2 TTLs the old " +
+			"master sends every client asking for the absent key to the new one (ASK), where a lock of one key is taken and released before the slot is handed over, " +
+			"and a script of several keys, some moved and some not, is refused with TRYAGAIN.",
+		TimeLimitTTLs: 6,
+		Topology:      Topology{Cluster: true},
+		Expect: expect(
+			all(clusterLeases, []string{"redislock-refresh"}), verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy},
+				Why: "every command of the lock names the one key: the old master serves it while it has it, sends the client to the new one (ASK) once it has not, and the client follows, hundreds of times in the slow move, never refused"},
+			[]string{"reentrant", "fair"}, verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
+				Why: "a Redisson-style script names the lock's pub/sub channel (and fair's queue) as keys beside the lock: while the slot moves, the old master has some and not others, the new one takes a request of several keys only with all of them, and every lock and unlock is refused with TRYAGAIN (redisson#612) until the slot is handed over; nobody holds the lock then, so it stays safe"},
+			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
+				Why: "the acquire script names the key and its fencing counter: the counter stays on the old master until the slot is handed over, so every acquire of an absent key is refused with TRYAGAIN; safe, and without a lock for the rest of the slow move"},
+			"mutex", verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy}, Why: "the control: a mutex between goroutines keeps nothing in Redis"},
+		),
+		Requires: []fault.Evidence{{Op: fault.MigrateStart}, {Op: fault.MigrateEnd}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			master, _, err := e.Cluster.Owner(context.Background(), e.Key)
+			if err != nil {
+				return nil, err
+			}
+			// The slot goes to the next master, then to the one after.
+			next := func(n *cluster.Node) string {
+				for i, m := range e.Cluster.Masters {
+					if m == n {
+						return e.Cluster.Masters[(i+1)%len(e.Cluster.Masters)].Name
+					}
+				}
+				return ""
+			}
+			first := next(master)
+			second := next(e.Nemesis.Node(first))
+			if first == "" || second == "" {
+				return nil, fmt.Errorf("scenario: the key's master %s is no master of the cluster", master.Name)
+			}
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
+					ThenName: "move the held key's slot in one step",
+					Then: func(ctx context.Context, _, _ int) error {
+						if err := e.Nemesis.MigrateStart(ctx, e.Cluster, e.Key, first); err != nil {
+							return err
+						}
+						return e.Nemesis.MigrateEnd(ctx, e.Cluster, e.Key, first)
+					}}),
+				act(e.TTLs(3), "begin moving the slot again", func(ctx context.Context) error {
+					return e.Nemesis.MigrateStart(ctx, e.Cluster, e.Key, second)
+				}),
+				act(e.TTLs(5), "finish moving it", func(ctx context.Context) error {
+					return e.Nemesis.MigrateEnd(ctx, e.Cluster, e.Key, second)
+				}),
+			}, nil
+		},
+	})
+}
