@@ -73,8 +73,8 @@ type RedisCluster struct {
 	byAddr   map[string]*Node // announced address → node
 }
 
-// ReplicaName is the name of master's replica in a Redis Cluster, as in a
-// lone master's replicated topology.
+// ReplicaName is what the harness calls master's replica, in a lone
+// master's replicated topology and in a Redis Cluster alike.
 func ReplicaName(master string) string { return master + "-replica" }
 
 // AddRedisCluster starts the nodes, assigns the slots in equal ranges to
@@ -399,8 +399,8 @@ func (rc *RedisCluster) MigrateFinish(ctx context.Context, slot int, from, to *N
 // and then another, a command whose reply timed out or whose connection
 // broke, after it may have run; here that is the caller's unknown outcome.
 // It still follows MOVED and ASK, and tries again on CLUSTERDOWN and
-// TRYAGAIN: those say the command did not run. reload is how often it
-// reloads the slot map when commands find no answer (ReloadInterval).
+// TRYAGAIN: those say the command did not run. Its slot map is reloaded
+// every ReloadInterval.
 func (rc *RedisCluster) Client(peer string, o ClientOptions) *redis.ClusterClient {
 	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
 		if n, ok := rc.byAddr[addr]; ok {

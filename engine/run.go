@@ -77,7 +77,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		}
 	}
 	if s.Topology.Replicated {
-		env.Replica = env.Nodes[0] + "-replica"
+		env.Replica = cluster.ReplicaName(env.Nodes[0])
 		r, err := cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: s.Topology.Persistence})
 		if err != nil {
 			return res, err

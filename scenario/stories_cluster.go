@@ -89,7 +89,7 @@ func clusterStories(add func(Scenario)) {
 			"while a client holds the key (the key is MIGRATEd with its time to live, and its release follows MOVED), once slowly, so that for 2 TTLs the old " +
 			"master sends every client asking for the absent key to the new one (ASK), where a lock of one key is taken and released before the slot is handed over, " +
 			"and a script of several keys, some moved and some not, is refused with TRYAGAIN.",
-		TimeLimitTTLs: 6,
+		TimeLimitTTLs: 5,
 		Topology:      Topology{Cluster: true},
 		Expect: expect(
 			all(clusterLeases, []string{"redislock-refresh"}), verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy},
@@ -129,10 +129,10 @@ func clusterStories(add func(Scenario)) {
 						}
 						return e.Nemesis.MigrateEnd(ctx, e.Cluster, e.Key, first)
 					}}),
-				act(e.TTLs(3), "begin moving the slot again", func(ctx context.Context) error {
+				act(e.TTLs(2), "begin moving the slot again", func(ctx context.Context) error {
 					return e.Nemesis.MigrateStart(ctx, e.Cluster, e.Key, second)
 				}),
-				act(e.TTLs(5), "finish moving it", func(ctx context.Context) error {
+				act(e.TTLs(4), "finish moving it", func(ctx context.Context) error {
 					return e.Nemesis.MigrateEnd(ctx, e.Cluster, e.Key, second)
 				}),
 			}, nil
