@@ -55,7 +55,11 @@ func (l *getset) Acquire(ctx context.Context, key string) (Lease, error) {
 		if ms, perr := strconv.ParseInt(cur, 10, 64); perr == nil && ms > now.UnixMilli() {
 			return Lease{}, false, nil // live lock, by this client's clock
 		}
-		//lint:ignore SA1019 GETSET is the command this lock is defined by (the seed article's timestamp lock), kept on purpose
+		// GETSET, deprecated since Redis 6.2 (SET ... GET), is the command
+		// this lock is defined by (the seed article's timestamp lock), kept
+		// on purpose. go-redis marks it deprecated on *redis.Client only,
+		// and locks are handed redis.UniversalClient, so no lint directive
+		// is needed.
 		old, err := c.GetSet(ctx, key, val).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return Lease{}, false, unknown("GETSET", err)

@@ -22,7 +22,7 @@ func TestClusterPromotionAwaitedAndMigrationRecorded(t *testing.T) {
 	c := rc.Client("c1", cluster.ClientOptions{})
 	defer c.Close()
 	e.must(c.Set(ctx, "lock", "held", time.Minute).Err())
-	master, replica, err := rc.Owner(ctx, "lock")
+	master, _, err := rc.Owner(ctx, "lock")
 	e.must(err)
 	to := rc.Masters[0]
 	if to == master {
@@ -33,7 +33,7 @@ func TestClusterPromotionAwaitedAndMigrationRecorded(t *testing.T) {
 	if m, _, err := rc.Owner(ctx, "lock"); err != nil || m != to {
 		t.Fatalf("the slot's master after the migration: %v %v, want %s", m, err, to.Name)
 	}
-	master, replica = to, rc.Partner(to)
+	master, replica := to, rc.Partner(to)
 	if err := e.nem.AwaitClusterPromotion(ctx, rc, replica.Name, 300*time.Millisecond); err == nil {
 		t.Fatal("a promotion was seen while the master lives")
 	}
