@@ -4,17 +4,20 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// A Redis Cluster forms, its client finds a key's master through the
-// peer's own links, and when that master dies its replica takes over and
-// the client follows; a command cut off on the way is reported once, not
-// sent again.
-func TestRedisClusterFailsOverAndClientsFollow(t *testing.T) {
+// A Redis Cluster forms and its client finds a key's master through the
+// peer's own links. The key's slot moves while the key lives in it: the
+// client follows ASK while it migrates and MOVED after, and the key keeps
+// its time to live. A command cut off on the way is reported once, not
+// sent again. When the slot's master dies its replica takes over and the
+// client follows. One cluster for all of it: forming one takes 2 s.
+func TestRedisCluster(t *testing.T) {
 	ctx := context.Background()
 	c, err := New(Options{})
 	if err != nil {
@@ -29,16 +32,53 @@ func TestRedisClusterFailsOverAndClientsFollow(t *testing.T) {
 	t.Logf("formed in %s", time.Since(start).Round(time.Millisecond))
 	cl := rc.Client("c1", ClientOptions{})
 	defer cl.Close()
-	if err := cl.Set(ctx, "lock", "v1", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	master, replica, err := rc.Owner(ctx, "lock")
+
+	from, _, err := rc.Owner(ctx, "lock")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := master.Do(ctx, "GET", "lock"); err != nil || got != "v1" {
-		t.Fatalf("the key is not on %s, its slot's master: %v %v", master.Name, got, err)
+	to := rc.Masters[0]
+	if to == from {
+		to = rc.Masters[1]
 	}
+	slot, err := rc.Slot(ctx, "lock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Set(ctx, "lock", "held", 10*time.Second).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := from.Do(ctx, "GET", "lock"); err != nil || got != "held" {
+		t.Fatalf("the key is not on %s, its slot's master: %v %v", from.Name, got, err)
+	}
+	if err := rc.MigrateStart(ctx, slot, from, to); err != nil {
+		t.Fatal(err)
+	}
+	// An absent key of the slot is the target's now: ASK.
+	if err := cl.Set(ctx, "{lock}:other", "x", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := from.Do(ctx, "GET", "{lock}:other"); err == nil || !strings.HasPrefix(err.Error(), "ASK ") {
+		t.Fatalf("the source answers for a key it sent elsewhere: %v", err)
+	}
+	moved, err := rc.MigrateFinish(ctx, slot, from, to)
+	if err != nil || moved != 1 {
+		t.Fatalf("MigrateFinish moved %d keys, %v: want the one left on %s", moved, err, from.Name)
+	}
+	if got, err := cl.Get(ctx, "lock").Result(); err != nil || got != "held" {
+		t.Fatalf("after the move: %q %v", got, err)
+	}
+	if ttl, err := cl.PTTL(ctx, "lock").Result(); err != nil || ttl < 5*time.Second {
+		t.Fatalf("the key lost its time to live on the move: %s %v", ttl, err)
+	}
+	if _, err := from.Do(ctx, "GET", "lock"); err == nil || !strings.HasPrefix(err.Error(), "MOVED ") {
+		t.Fatalf("the source still answers for the slot: %v", err)
+	}
+	master, replica, err := rc.Owner(ctx, "lock")
+	if err != nil || master != to {
+		t.Fatalf("Owner after the move: %v %v, want %s", master, err, to.Name)
+	}
+
 	// The client's traffic crosses its own link: cut, the SET fails once
 	// with an unknown outcome, and is not sent again.
 	l, err := master.Link("c1")
@@ -84,67 +124,12 @@ func TestRedisClusterFailsOverAndClientsFollow(t *testing.T) {
 	if m, _, err := rc.Owner(ctx, "lock"); err != nil || m != replica {
 		t.Fatalf("Owner after the failover: %v %v, want %s", m, err, replica.Name)
 	}
+	if _, err := cl.Get(ctx, "nothing").Result(); !errors.Is(err, redis.Nil) {
+		t.Fatalf("a missing key: %v", err)
+	}
 }
 
 func isDialErr(err error) bool {
 	var op *net.OpError
 	return errors.As(err, &op) && op.Op == "dial"
-}
-
-// A slot moved while a key lives in it: the client follows ASK while it
-// migrates and MOVED after, and the key keeps its time to live.
-func TestRedisClusterMigratesSlot(t *testing.T) {
-	ctx := context.Background()
-	c, err := New(Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	rc, err := c.AddRedisCluster(ctx, RedisClusterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl := rc.Client("c1", ClientOptions{})
-	defer cl.Close()
-	from, _, err := rc.Owner(ctx, "lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := rc.Masters[0]
-	if to == from {
-		to = rc.Masters[1]
-	}
-	slot, err := rc.Slot(ctx, "lock")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cl.Set(ctx, "lock", "held", 10*time.Second).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.MigrateStart(ctx, slot, from, to); err != nil {
-		t.Fatal(err)
-	}
-	// An absent key of the slot is the target's now: ASK.
-	if err := cl.Set(ctx, "{lock}:other", "x", 0).Err(); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := to.Do(ctx, "ASKING"); err != nil || got != "OK" {
-		t.Fatal(got, err)
-	}
-	moved, err := rc.MigrateFinish(ctx, slot, from, to)
-	if err != nil || moved != 1 {
-		t.Fatalf("MigrateFinish moved %d keys, %v: want the one left on %s", moved, err, from.Name)
-	}
-	if got, err := cl.Get(ctx, "lock").Result(); err != nil || got != "held" {
-		t.Fatalf("after the move: %q %v", got, err)
-	}
-	if ttl, err := cl.PTTL(ctx, "lock").Result(); err != nil || ttl < 5*time.Second {
-		t.Fatalf("the key lost its time to live on the move: %s %v", ttl, err)
-	}
-	if _, err := from.Do(ctx, "GET", "lock"); err == nil || !errors.Is(err, redis.Nil) && err.Error()[:5] != "MOVED" {
-		t.Fatalf("the source still answers for the slot: %v", err)
-	}
-	if m, _, err := rc.Owner(ctx, "lock"); err != nil || m != to {
-		t.Fatalf("Owner after the move: %v %v, want %s", m, err, to.Name)
-	}
 }

@@ -81,25 +81,23 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 			p.env.Gate.HookCluster(c, client, process, true)
 			mine = append(mine, c)
 			lockClients = append(lockClients, c)
-		}
-		for _, name := range p.env.Nodes {
-			if p.env.Cluster != nil {
-				break
-			}
-			if p.info.ServerKind() != locks.ServerRedis {
-				l, err := p.cl.Node(name).Link(peer)
+		} else {
+			for _, name := range p.env.Nodes {
+				if p.info.ServerKind() != locks.ServerRedis {
+					l, err := p.cl.Node(name).Link(peer)
+					if err != nil {
+						closeMine()
+						return workloads.Process{}, err
+					}
+					addrs = append(addrs, l.Addr())
+				}
+				c, err := dial(name, cluster.ClientOptions{}, true)
 				if err != nil {
 					closeMine()
 					return workloads.Process{}, err
 				}
-				addrs = append(addrs, l.Addr())
+				lockClients = append(lockClients, c)
 			}
-			c, err := dial(name, cluster.ClientOptions{}, true)
-			if err != nil {
-				closeMine()
-				return workloads.Process{}, err
-			}
-			lockClients = append(lockClients, c)
 		}
 		store, err := dial(p.store.Name, p.storeOpts, false)
 		if err != nil {

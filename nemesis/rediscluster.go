@@ -17,25 +17,7 @@ import (
 // failover the nemesis did not make happened, and one not seen in time is
 // recorded as a failed promote and returned.
 func (n *Nemesis) AwaitClusterPromotion(ctx context.Context, rc *cluster.RedisCluster, replica string, within time.Duration) error {
-	nd, err := n.node(replica)
-	if err != nil {
-		return err
-	}
-	v := &history.Value{Target: replica + " (by the cluster)", Site: &history.Site{Node: replica}}
-	deadline := time.Now().Add(within)
-	for !rc.Promoted(ctx, nd) {
-		if time.Now().After(deadline) {
-			return record(n.rec, fault.Promote, v, func() error {
-				return fmt.Errorf("nemesis: the cluster did not promote %s within %s", replica, within)
-			})
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-	return record(n.rec, fault.Promote, v, nil)
+	return n.awaitPromotion(ctx, replica, "the cluster", within, func(nd *cluster.Node) bool { return rc.Promoted(ctx, nd) })
 }
 
 // MigrateStart begins moving key's slot from its master to the master

@@ -18,19 +18,24 @@ import (
 // in time is recorded as a failed promote and returned: the story the run
 // tells did not happen.
 func (n *Nemesis) AwaitSentinelPromotion(ctx context.Context, s *cluster.Sentinels, replica string, within time.Duration) error {
+	return n.awaitPromotion(ctx, replica, "sentinel", within, func(nd *cluster.Node) bool { return promoted(ctx, s, nd) })
+}
+
+// awaitPromotion polls seen every 20 ms, at most within, for the
+// promotion of replica that something other than the nemesis makes (by
+// names it), and records it as a promote op when seen, or as a failed one
+// when not.
+func (n *Nemesis) awaitPromotion(ctx context.Context, replica, by string, within time.Duration, seen func(*cluster.Node) bool) error {
 	nd, err := n.node(replica)
 	if err != nil {
 		return err
 	}
-	v := &history.Value{Target: replica + " (by sentinel)", Site: &history.Site{Node: replica}}
+	v := &history.Value{Target: replica + " (by " + by + ")", Site: &history.Site{Node: replica}}
 	deadline := time.Now().Add(within)
-	for {
-		if promoted(ctx, s, nd) {
-			return record(n.rec, fault.Promote, v, nil)
-		}
+	for !seen(nd) {
 		if time.Now().After(deadline) {
 			return record(n.rec, fault.Promote, v, func() error {
-				return fmt.Errorf("nemesis: the sentinels did not promote %s within %s", replica, within)
+				return fmt.Errorf("nemesis: %s did not promote %s within %s", by, replica, within)
 			})
 		}
 		select {
@@ -39,6 +44,7 @@ func (n *Nemesis) AwaitSentinelPromotion(ctx context.Context, s *cluster.Sentine
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	return record(n.rec, fault.Promote, v, nil)
 }
 
 // promoted says whether any sentinel names nd the master and nd says it

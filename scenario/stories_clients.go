@@ -100,7 +100,7 @@ func clientStories(add func(Scenario)) {
 		Story: "A client is paused whole for 1.5 TTLs right after the first reply of its release; its lease lapses, a successor " +
 			"takes the lock and works; then whatever else the release sends goes out. A release written as two commands " +
 			"(GET, compare, DEL) deletes the successor's lock, and a third client gets in while the successor works.",
-		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
+		TimeLimitTTLs: 5, MinTimeLimitTTLs: 4,
 		Expect: expect(
 			all(ownerChecked, ownerBlind, watchdogLocks, []string{"set-nx-px-fenced"}), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the release is one atomic command (or a script that checks the owner): once its first reply is back there is nothing left to go wrong"},
@@ -147,7 +147,7 @@ func clientStories(add func(Scenario)) {
 		NotFor:        notFor(serviceKinds, "a slow holder that still reaches Redis: for the services, delayed-write tells a live holder that reaches its service, isolated-holder a slow one cut off"),
 		Story:         "S4 control: a holder's critical section is slow (2.5 TTLs) but its process lives and reaches Redis.",
 		Alone:         "the watchdog must renew every TTL/3 on time; a starved core lets a live holder's lease lapse",
-		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
+		TimeLimitTTLs: 5, MinTimeLimitTTLs: 4,
 		Expect: expect(
 			all(watchdogLocks, []string{"reentrant-lost"}), verdict.Expectation{Outcome: verdict.Safe, Why: "the watchdog renews the lease while the holder works: what it is for (and reentrant-lost, whose renewals all succeed, never says the lease is lost)"},
 			all([]string{"set-nx-px"}, libraryLeases), verdict.Expectation{Outcome: verdict.Unsafe, Why: "without a watchdog a slow critical section outlives its lease"},

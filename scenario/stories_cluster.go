@@ -39,13 +39,13 @@ func clusterStories(add func(Scenario)) {
 		Story: "F1 in a Redis Cluster (the issue: \"a master fails over, the cluster promotes its replica, while a holder works\"): three masters share the slots, each with a replica; " +
 			"replication from the lock key's master to its replica is cut; a client locks; while it works the master is killed, the other masters agree it failed " +
 			"and its replica wins their vote, and the other clients, told the new owner of the slot, lock on it within the first client's lease.",
-		TTL:           4 * time.Second,
+		TTL:           clusterMinTTL,
 		MinTTL:        clusterMinTTL,
 		TimeLimitTTLs: 1.1, MinTimeLimitTTLs: 1.1,
 		Topology: Topology{Cluster: true},
 		Expect: expect(
 			clusterLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "replication in a cluster is asynchronous as anywhere: the promoted replica never had the key, and the others lock on it about 2 s after the kill, well within the first client's 4 s lease"},
+				Why: "replication in a cluster is asynchronous as anywhere: the promoted replica never had the key, and the others lock on it about 2 s after the kill, within the first client's 3 s lease"},
 			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "the lock dies with its master and the promoted replica never had it: a waiter's next try takes it while the holder works, and the holder's watchdog finds nothing to renew"},
 			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
@@ -89,7 +89,7 @@ func clusterStories(add func(Scenario)) {
 			"while a client holds the key (the key is MIGRATEd with its time to live, and its release follows MOVED), once slowly, so that for 2 TTLs the old " +
 			"master sends every client asking for the absent key to the new one (ASK), where a lock of one key is taken and released before the slot is handed over, " +
 			"and a script of several keys, some moved and some not, is refused with TRYAGAIN.",
-		TimeLimitTTLs: 5,
+		TimeLimitTTLs: 4.5,
 		Topology:      Topology{Cluster: true},
 		Expect: expect(
 			all(clusterLeases, []string{"redislock-refresh"}), verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy},
