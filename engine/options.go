@@ -215,6 +215,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("scenario %s puts a single-node Redis lock in a Redis Cluster; lock %s uses %d %s node(s)", s.Name, o.Lock, info.Nodes, info.ServerKind())
 	case s.Topology.Cluster && o.Backend != cluster.Local:
 		return Plan{}, usagef("scenario %s runs a Redis Cluster, which the %s backend cannot start yet (its nodes announce loopback links): use -backend local", s.Name, o.Backend)
+	case o.ClientProcs && s.InProcess != "":
+		return Plan{}, usagef("scenario %s cannot run its clients as processes (-client-procs, or a lock with a Program): %s", s.Name, s.InProcess)
 	case o.ClientProcs && (s.Topology.Replicated || s.Topology.Cluster):
 		return Plan{}, usagef("scenario %s follows a failover inside the harness's own clients, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):

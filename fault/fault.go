@@ -75,6 +75,11 @@ const (
 	// SaveMend is a background save that succeeds: the node takes
 	// writes again.
 	SaveMend Op = "save-mend"
+	// Cancel cancels the context of the lock op a client's process is in,
+	// as a caller that gives up does (a request's deadline, a shutdown,
+	// Java's interrupt): at a command's reply the command fails with the
+	// context's error though it ran.
+	Cancel Op = "cancel"
 	// MigrateStart begins moving a Redis Cluster hash slot to another
 	// master (SETSLOT IMPORTING, then MIGRATING): the source sends a
 	// client asking for a key it does not have to the target (ASK).
@@ -122,13 +127,16 @@ const (
 	// DiskError: a node's save failed, so it refuses writes, releases and
 	// renewals included (MISCONF).
 	DiskError Kind = "disk-error"
+	// CallerCancel: a caller gave up on a lock op midway, its context
+	// cancelled just as Redis answered the command that took the lock.
+	CallerCancel Kind = "caller-cancel"
 	// SlotMigration: a Redis Cluster slot moved between masters while
 	// clients use its keys, redirected by ASK and MOVED.
 	SlotMigration Kind = "slot-migration"
 )
 
 // Kinds lists every kind, in the order reports show them.
-var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction, DiskError, SlotMigration}
+var Kinds = []Kind{Partition, Latency, NodePause, NodeCrash, NodeClock, ClientPause, ClientCrash, ClientClock, Failover, Eviction, DiskError, CallerCancel, SlotMigration}
 
 // Shape is how an op lasts, which is how a report draws it and pairs it
 // with the op that ends it.
@@ -198,6 +206,7 @@ var table = []Spec{
 	{Op: Evict, Label: "eviction", Kind: Eviction, Shape: Instant},
 	{Op: SaveFail, Label: "save failed", Kind: DiskError, Shape: Interval, End: SaveMend},
 	{Op: SaveMend, Label: "save mended", Shape: End},
+	{Op: Cancel, Label: "op cancelled", Kind: CallerCancel, Shape: Instant},
 	{Op: MigrateStart, Label: "slot migration", Kind: SlotMigration, Shape: Interval, End: MigrateEnd},
 	{Op: MigrateEnd, Label: "slot handed over", Shape: End},
 	{Op: Starved, Label: "starved", Shape: Note},

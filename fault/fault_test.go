@@ -101,7 +101,7 @@ func TestKindOf(t *testing.T) {
 		PartitionStart: Partition, LatencyStart: Latency, PauseNode: NodePause,
 		Kill: NodeCrash, PowerLoss: NodeCrash, ClockBump: NodeClock, ClockStrobeStart: NodeClock,
 		Pause: ClientPause, Stall: ClientPause, Crash: ClientCrash, ClockSkew: ClientClock, Promote: Failover, Evict: Eviction,
-		SaveFail: DiskError, MigrateStart: SlotMigration,
+		SaveFail: DiskError, MigrateStart: SlotMigration, Cancel: CallerCancel,
 	}
 	for _, op := range Ops() {
 		k, ok := KindOf(op)

@@ -43,6 +43,8 @@ type hashLock struct {
 	proto hashProtocol
 	// tellsLoss closes a lease's Lost when its watchdog's renewal fails.
 	tellsLoss bool
+	// detached runs each try apart from its caller (tryDetached).
+	detached bool
 
 	mu   sync.Mutex
 	held map[string]*hold
@@ -67,12 +69,12 @@ func (l *hashLock) Acquire(ctx context.Context, key string) (Lease, error) {
 // until wait has passed. No blind polling: a release wakes the waiter.
 func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) (Lease, error) {
 	deadline := time.Now().Add(wait)
-	held, _, err := l.proto.try(ctx, key)
+	lease, _, err := l.try(ctx, key)
 	if err != nil {
 		return Lease{}, unknown("lock script", err)
 	}
-	if held {
-		return l.acquired(key), nil
+	if lease != nil {
+		return *lease, nil
 	}
 	sub := l.c.Subscribe(ctx, l.proto.channel(key))
 	defer sub.Close()
@@ -85,12 +87,12 @@ func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) 
 	for {
 		// Try again after subscribing: an unlock published between the first
 		// try and the subscription would otherwise be missed.
-		held, ttl, err = l.proto.try(ctx, key)
+		lease, ttl, err = l.try(ctx, key)
 		if err != nil {
 			return Lease{}, unknown("lock script", err)
 		}
-		if held {
-			return l.acquired(key), nil
+		if lease != nil {
+			return *lease, nil
 		}
 		rest := time.Until(deadline)
 		if rest <= 0 {
@@ -108,6 +110,50 @@ func (l *hashLock) acquire(ctx context.Context, key string, wait time.Duration) 
 			l.proto.giveUp(context.WithoutCancel(ctx), key)
 			return Lease{}, ErrNotAcquired
 		}
+	}
+}
+
+// try attempts once and, when it took the lock, counts the entry: the
+// lease, or how long to wait before trying again.
+func (l *hashLock) try(ctx context.Context, key string) (*Lease, time.Duration, error) {
+	if l.detached {
+		return l.tryDetached(ctx, key)
+	}
+	held, ttl, err := l.proto.try(ctx, key)
+	if err != nil || !held {
+		return nil, ttl, err
+	}
+	lease := l.acquired(key)
+	return &lease, ttl, nil
+}
+
+// tryDetached is try as Redisson's tryAcquireAsync makes it: the script
+// runs apart from the caller, whose cancellation does not reach it, and
+// the entry is counted (the watchdog started) when Redis answers, in a
+// callback on that answer; the caller waits for the answer or gives up
+// with its context. A caller that gives up as the lock is taken leaves a
+// watchdog renewing a key nobody holds (redisson#2714, #4368, #7272).
+func (l *hashLock) tryDetached(ctx context.Context, key string) (*Lease, time.Duration, error) {
+	type answer struct {
+		lease *Lease
+		ttl   time.Duration
+		err   error
+	}
+	done := make(chan answer, 1)
+	go func() {
+		held, ttl, err := l.proto.try(context.WithoutCancel(ctx), key)
+		a := answer{ttl: ttl, err: err}
+		if err == nil && held {
+			lease := l.acquired(key)
+			a.lease = &lease
+		}
+		done <- a
+	}()
+	select {
+	case a := <-done:
+		return a.lease, a.ttl, a.err
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
 	}
 }
 

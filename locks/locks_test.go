@@ -513,3 +513,47 @@ func TestWatchdogTellsTheHolderItsLeaseIsLostOnlyWhenAsked(t *testing.T) {
 		t.Fatal("the watchdog's renewal failed and the holder was not told within a TTL")
 	}
 }
+
+// A caller that gives up as Redis answers the script that took the lock
+// hears only its context's error. reentrant ran the script under that
+// context and starts nothing, so the key expires within a TTL;
+// reentrant-async, whose script runs apart and starts the watchdog when
+// Redis answers (Redisson's tryAcquireAsync), keeps renewing a key nobody
+// holds (redisson#7272).
+func TestInterruptedAcquireLeavesAWatchdogOnlyWhenDetached(t *testing.T) {
+	e := newEnv(t, 1)
+	ttl := 300 * time.Millisecond
+	for _, tc := range []struct {
+		lock     string
+		outlives bool
+	}{{"reentrant", false}, {"reentrant-async", true}} {
+		ctx, cancel := context.WithCancel(context.Background())
+		// The caller gives up once the first script's reply is back,
+		// before the lock hears it: the reply the script returned is
+		// replaced by the cancellation, as the gate's Cancel trap does.
+		giveUp := hookFunc(func(cctx context.Context, cmd redis.Cmder, next redis.ProcessHook) error {
+			err := next(cctx, cmd)
+			if strings.HasPrefix(cmd.Name(), "eval") {
+				cancel()
+			}
+			if cctx.Err() != nil {
+				cmd.SetErr(cctx.Err())
+				return cctx.Err()
+			}
+			return err
+		})
+		key := "interrupted-" + tc.lock
+		l := e.lock(tc.lock, locks.Config{Owner: "a:1", TTL: ttl, Clients: e.hooked(giveUp)})
+		if _, err := l.Acquire(ctx, key); !errors.Is(err, locks.ErrUnknown) {
+			t.Fatalf("%s: a caller that gave up hears an unknown outcome, got %v", tc.lock, err)
+		}
+		time.Sleep(3 * ttl)
+		n, err := e.admin(0).Exists(context.Background(), key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n == 1; got != tc.outlives {
+			t.Fatalf("%s: the key exists 3 TTLs after the interrupted acquire: %v, want %v", tc.lock, got, tc.outlives)
+		}
+	}
+}

@@ -1,9 +1,12 @@
 package nemesis
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 )
 
@@ -46,12 +49,16 @@ type currentOp struct {
 	f       string
 	since   time.Time
 	cmds    []sent
+	// cancel cancels the op's context (a Cancel trap).
+	cancel context.CancelFunc
 }
 
 // proc is what the gate knows of one process of a client.
 type proc struct {
 	client int
 	dead   bool
+	// abandoned: a Cancel trap gave up on its op for its caller.
+	abandoned bool
 	// conns are its open connections, closed when it is killed and
 	// frozen when its client is paused.
 	conns map[*frozenConn]bool
@@ -120,11 +127,14 @@ func (g *Gate) fail(err error) {
 }
 
 // Begin tells the gate that process of client starts lock op f
-// (history.Acquire or history.Release): command traps select by it.
-func (g *Gate) Begin(client, process int, f string) {
+// (history.Acquire or history.Release): command traps select by it. The op
+// runs under the context it returns, which a Cancel trap cancels as a
+// caller that gives up would; End releases it.
+func (g *Gate) Begin(ctx context.Context, client, process int, f string) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
 	g.mu.Lock()
 	c := g.clientLocked(client)
-	c.op = &currentOp{process: process, f: f, since: time.Now()}
+	c.op = &currentOp{process: process, f: f, since: time.Now(), cancel: cancel}
 	var run func()
 	if f == history.Acquire {
 		run, c.atAcquire = c.atAcquire, nil
@@ -133,6 +143,7 @@ func (g *Gate) Begin(client, process int, f string) {
 	if run != nil {
 		run()
 	}
+	return ctx
 }
 
 // End tells the gate the op ended, and reports whether the process died
@@ -142,6 +153,40 @@ func (g *Gate) End(client, process int) (crashed bool) {
 	defer g.mu.Unlock()
 	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
 		c.op.f, c.op.cmds = "", nil
+		if c.op.cancel != nil {
+			c.op.cancel()
+			c.op.cancel = nil
+		}
 	}
 	return g.deadLocked(process)
+}
+
+// Abandoned reports whether a Cancel trap gave up on an op of process for
+// its caller. The process is not dead: whatever the lock left running for
+// it (a watchdog) runs on, on its connections, as in an application whose
+// request gave up while the process lived.
+func (g *Gate) Abandoned(process int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.procs[process]
+	return p != nil && p.abandoned
+}
+
+// cancelOp cancels the context of process's current op, for a Cancel
+// trap, and records it.
+func (g *Gate) cancelOp(client, process int, target string, site *history.Site) {
+	g.mu.Lock()
+	var cancel context.CancelFunc
+	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
+		cancel = c.op.cancel
+	}
+	g.procLocked(client, process).abandoned = true
+	g.mu.Unlock()
+	_ = record(g.rec, fault.Cancel, &history.Value{Target: target, Site: site}, func() error {
+		if cancel == nil {
+			return fmt.Errorf("nemesis: process %d is in no lock op to cancel", process)
+		}
+		cancel()
+		return nil
+	})
 }

@@ -122,6 +122,14 @@ func (h *hook) around(ctx context.Context, cmds []redis.Cmder, send func(context
 			return crashed(cmds)
 		}
 	}
+	// A caller that gave up as the reply came (a Cancel trap) hears its
+	// context's error, whatever the command did or answered.
+	if cerr := ctx.Err(); cerr != nil {
+		for _, cmd := range cmds {
+			cmd.SetErr(cerr)
+		}
+		return cerr
+	}
 	return err
 }
 

@@ -1,6 +1,7 @@
 package nemesis_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -41,13 +42,13 @@ func BenchmarkHookCost(b *testing.B) {
 			}
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				g.Begin(0, 0, history.Acquire)
+				g.Begin(context.Background(), 0, 0, history.Acquire)
 				lease, err := l.Acquire(ctx, "k")
 				g.End(0, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
-				g.Begin(0, 0, history.Release)
+				g.Begin(context.Background(), 0, 0, history.Release)
 				err = l.Release(ctx, lease)
 				g.End(0, 0)
 				if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
 )
@@ -85,10 +86,10 @@ func TestCommandTrapsSelect(t *testing.T) {
 	// The reply of the second SET NX of an acquire, only when it took the key.
 	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Nth: 2, Reply: true, Succeeded: true}, Then: mark("second-set-nx")})
 
-	g.Begin(0, 0, history.Release)
+	g.Begin(context.Background(), 0, 0, history.Release)
 	c.Del(ctx, "a")
 	g.End(0, 0)
-	g.Begin(0, 0, history.Acquire)
+	g.Begin(context.Background(), 0, 0, history.Acquire)
 	c.SetNX(ctx, "b", 1, time.Second) // first SET NX
 	c.Set(ctx, "c", 1, 0)             // a SET without NX does not count
 	c.SetNX(ctx, "b", 1, time.Second) // second, refused: the key is there
@@ -96,11 +97,11 @@ func TestCommandTrapsSelect(t *testing.T) {
 	if len(seen) != 0 {
 		t.Fatalf("traps sprang where they must not: %v", seen)
 	}
-	g.Begin(0, 0, history.Acquire)
+	g.Begin(context.Background(), 0, 0, history.Acquire)
 	c.SetNX(ctx, "d", 1, time.Second)
 	c.SetNX(ctx, "e", 1, time.Second) // second, and it takes the key
 	g.End(0, 0)
-	g.Begin(0, 0, history.Release)
+	g.Begin(context.Background(), 0, 0, history.Release)
 	c.Get(ctx, "e")
 	c.Del(ctx, "e")
 	g.End(0, 0)
@@ -121,7 +122,7 @@ func TestEveryTrapSpringsOnceEveryReplySucceeded(t *testing.T) {
 		Then: func(context.Context, int, int) error { seen = append(seen, "every"); return nil }})
 	c.Set(ctx, "taken", 1, 0)
 
-	g.Begin(0, 0, history.Acquire)
+	g.Begin(context.Background(), 0, 0, history.Acquire)
 	c.SetNX(ctx, "a", 1, time.Second)
 	c.SetNX(ctx, "taken", 1, time.Second) // refused: this try lost a node
 	c.SetNX(ctx, "b", 1, time.Second)     // the third send, but not three successes
@@ -171,11 +172,11 @@ func TestCommandTrapCrashKillsTheProcess(t *testing.T) {
 func TestCrashWaiterKillsAClientWaitingInAcquire(t *testing.T) {
 	rec := history.NewRecorder(nil, 0)
 	g := nemesis.NewGate(rec)
-	g.Begin(0, 10, history.Release)
+	g.Begin(context.Background(), 0, 10, history.Release)
 	// The wait counts from Begin, so the clock starts before it: started
 	// after, a test descheduled between the two saw a fair kill as early.
 	begun := time.Now()
-	g.Begin(1, 11, history.Acquire)
+	g.Begin(context.Background(), 1, 11, history.Acquire)
 	step := g.CrashWaiter(0, 50*time.Millisecond)
 	if err := step.Do(ctx); err != nil {
 		t.Fatal(err)
@@ -195,8 +196,8 @@ func TestCrashWaiterKillsAClientWaitingInAcquire(t *testing.T) {
 // another op and not another client's acquire.
 func TestWhenAcquiringWaitsForTheClientsAcquire(t *testing.T) {
 	g := nemesis.NewGate(history.NewRecorder(nil, 0))
-	g.Begin(0, 10, history.Release)
-	g.Begin(1, 11, history.Acquire)
+	g.Begin(context.Background(), 0, 10, history.Release)
+	g.Begin(context.Background(), 1, 11, history.Acquire)
 	var did atomic.Bool
 	step := g.WhenAcquiring(0, 0, "act", func(context.Context) error { did.Store(true); return nil })
 	done := make(chan error, 1)
@@ -206,7 +207,7 @@ func TestWhenAcquiringWaitsForTheClientsAcquire(t *testing.T) {
 		t.Fatal("ran while the client was releasing")
 	}
 	g.End(0, 10)
-	g.Begin(0, 10, history.Acquire)
+	g.Begin(context.Background(), 0, 10, history.Acquire)
 	if err := <-done; err != nil || !did.Load() {
 		t.Fatalf("once the client acquires: err %v, ran %v", err, did.Load())
 	}
@@ -284,7 +285,7 @@ func TestStaleProcessLeavesTheCurrentOpAlone(t *testing.T) {
 	sprang := false
 	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Release, Match: "DEL", After: "GET"},
 		Then: func(context.Context, int, int) error { sprang = true; return nil }})
-	g.Begin(0, 2, history.Release)
+	g.Begin(context.Background(), 0, 2, history.Release)
 	cur.Get(ctx, "k")
 	old.Set(ctx, "other", 1, 0) // the old process's watchdog, between the GET and the DEL
 	old.Del(ctx, "k")
@@ -295,5 +296,48 @@ func TestStaleProcessLeavesTheCurrentOpAlone(t *testing.T) {
 	g.End(0, 2)
 	if !sprang {
 		t.Fatal("the current process's GET then DEL did not spring the trap")
+	}
+}
+
+// A Cancel trap gives up on the op for its caller: the command it stands
+// at ran, and its caller hears the op's context's error; the process is
+// abandoned, not dead, and its connections still work. With no op to
+// cancel, the fault is recorded as failed.
+func TestCancelTrapGivesUpOnTheOpNotTheProcess(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 0, time.Second)
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true}, Cancel: true})
+	op := g.Begin(context.Background(), 0, 0, history.Acquire)
+	err := c.SetNX(op, "k", "mine", time.Minute).Err()
+	g.End(0, 0)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller gave up at the reply: want context.Canceled, got %v", err)
+	}
+	if v, err := c.Get(ctx, "k").Result(); err != nil || v != "mine" {
+		t.Fatalf("the SET NX the caller gave up on ran: the key is %q, %v; and the process's connection must still work", v, err)
+	}
+	if !g.Abandoned(0) || g.Dead(0) {
+		t.Fatalf("abandoned %v, dead %v: want an abandoned, living process", g.Abandoned(0), g.Dead(0))
+	}
+	// Armed again where the process is in no op: nothing to cancel.
+	g.Arm(nemesis.Trap{Client: 0, Point: "between", Cancel: true})
+	if err := g.At(ctx, 0, 0, "between"); err != nil {
+		t.Fatal(err)
+	}
+	var ok, failed int
+	for _, o := range e.rec.Ops() {
+		if o.F != string(fault.Cancel) {
+			continue
+		}
+		switch o.Type {
+		case history.OK:
+			ok++
+		case history.Fail:
+			failed++
+		}
+	}
+	if ok != 1 || failed != 1 {
+		t.Fatalf("cancel ops: %d ok, %d failed; want one of each", ok, failed)
 	}
 }

@@ -47,11 +47,11 @@ func TestGateRecordsSites(t *testing.T) {
 	_ = g.At(ctx, 0, 5, "before-write")
 	g.Arm(nemesis.Trap{Point: "before-release", Client: nemesis.AnyClient, Pause: 5 * ms, Stall: true})
 	_ = g.At(ctx, 0, 5, "before-release")
-	g.Begin(1, 6, history.Release)
+	g.Begin(context.Background(), 1, 6, history.Release)
 	at := g.Sending(1, 6, [][]string{{"GET", "lock"}})
 	g.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Release, Nth: 1, Reply: true}, Client: nemesis.AnyClient, Pause: 5 * ms})
 	_ = g.Boundary(ctx, 1, 6, at[0], true, true)
-	g.Begin(2, 7, history.Acquire)
+	g.Begin(context.Background(), 2, 7, history.Acquire)
 	if err := g.CrashWaiter(0, 0).Do(ctx); err != nil {
 		t.Fatal(err)
 	}

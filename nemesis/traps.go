@@ -46,6 +46,13 @@ type Trap struct {
 	// go out (or its reply is never seen), every connection of the process
 	// is closed and no new one opens, as if the process died.
 	Crash bool
+	// Cancel cancels the context of the lock op the process is in, as its
+	// caller gives up there (a request's deadline, a shutdown, Java's
+	// interrupt): at a command's reply the command fails with the
+	// context's error though it ran, as a reply that came after its caller
+	// left. The process lives on (Gate.Abandoned), and so does whatever
+	// its lock left running.
+	Cancel bool
 	// Then runs when the trap springs, before the pause: how the nemesis
 	// acts at the exact moment a client stands there (bump a clock, kill a
 	// node while a holder is inside its critical section).
@@ -87,6 +94,8 @@ func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
 	switch {
 	case t.Crash:
 		what = "crash"
+	case t.Cancel:
+		what = "cancel the op of"
 	case t.Stall:
 		what = fmt.Sprintf("stall %s", t.Pause)
 	}
@@ -131,6 +140,9 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	if t.Crash {
 		g.kill(client, process, target, site)
 		return ErrCrashed
+	}
+	if t.Cancel {
+		g.cancelOp(client, process, target, site)
 	}
 	pause := g.pauseFor(t, process, target, site)
 	if pause > 0 {

@@ -98,6 +98,9 @@ type Scenario struct {
 	HoldTTLs float64
 	// WaiterTimeoutTTLs is a queued lock's waiter timeout, in TTLs (0: 2).
 	WaiterTimeoutTTLs float64
+	// InProcess, when set, says why the story needs its clients inside
+	// the harness's process: -client-procs is refused with it.
+	InProcess string
 	// Random marks the exploration scenario: not part of "all".
 	Random bool
 	// Alone, when set, says why the story's verdict hangs on timing that a

@@ -67,11 +67,14 @@ func clusterStories(add func(Scenario)) {
 					return e.Nemesis.Partition(nemesis.Grudge{cluster.ReplicationPeer(replica.Name): {master.Name}})
 				}),
 				// As in sentinel-failover: the holder waits at its write
-				// while the cluster fails over, then a little longer, so
-				// the others write first; a failover that leaves it too
-				// little of its lease is starved and run again.
+				// while the cluster fails over, then stalls so the others
+				// lock on the promoted replica and write first: a lease's
+				// holder until just inside its lease (a failover that
+				// leaves it too little is starved and run again), a
+				// watchdog lock's for 1.1 TTLs, past a sleeping waiter's
+				// wake-up.
 				e.Gate.ArmStep(e.TTLs(0.1), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-					Pause: e.TTLs(0.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
+					Pause: e.TTLs(1.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
 					ThenName: "kill the slot's master and wait for the cluster to promote its replica",
 					Then: func(ctx context.Context, _, _ int) error {
 						if err := e.Nemesis.KillNode(master.Name); err != nil {

@@ -163,4 +163,47 @@ func fieldStories(add func(Scenario)) {
 			}, nil
 		},
 	})
+	add(Scenario{
+		Name:      "interrupted-acquire",
+		NotFor:    notFor(serviceKinds, "gives up on a Redis lock command's caller as its reply arrives; the services' locks run as processes of their own, whose ops the harness does not host"),
+		InProcess: "its caller gives up inside the harness's own process, where the op's context lives; a worker process's op is its own",
+		Story: "Field (redisson#7272, #2714, #4368): two clients; as one releases it freezes for a TTL, so the other's next lock command meets a free key and takes it; " +
+			"just as Redis answers, that caller gives up (its context is cancelled: a request's deadline, a shutdown, an interrupt) and hears only the cancellation, " +
+			"while its process lives on. A lock whose commands run under the caller's context leaves the key for the rest of its lease; one that starts its " +
+			"watchdog when Redis answers, whoever still listens, renews a key nobody holds for good.",
+		ExactClients:  2,
+		TimeLimitTTLs: 5, MinTimeLimitTTLs: 5,
+		Expect: expect(
+			[]string{"set-nx-px", "set-nx-px-fenced", "set-nx-px-del", "getset", "reentrant", "reentrant-lost", "fair", "redislock", "redislock-refresh"}, ghostSeen(
+				"the command that took the key ran, and its caller heard only the cancellation: the lock reports the acquire unknown and starts nothing, so the key outlives every belief for the rest of its lease (getset: until its timestamp passes); then the others carry on"),
+			"redsync", verdict.Expectation{Outcome: verdict.Safe,
+				Why: "redsync deletes its own key after a try that failed, under a context of its own: the ghost lasts until that delete lands, so only safety is asserted"},
+			"setnx-expire", verdict.Expectation{Outcome: verdict.Deadlock, Show: []string{verdict.GhostKey, "ghost-hold"},
+				Why: "the SETNX took the key and its caller gave up before the EXPIRE was sent: a key without a TTL blocks everyone for good"},
+			"reentrant-async", verdict.Expectation{Outcome: verdict.Deadlock, Show: []string{verdict.GhostKey, "ghost-hold"},
+				Why: "its script ran apart from the caller, and the answer started the watchdog after the caller had gone: the watchdog renews a key nobody holds every TTL/3 for as long as the process lives (redisson#7272)"},
+		),
+		Requires: []fault.Evidence{{Op: fault.Cancel}, {Op: fault.Pause, In: history.Release}},
+		Schedule: func(e *Env) (nemesis.Schedule, error) {
+			// Acquire commands go out one after another, so the reply of
+			// the next one sent after the release is the one that took the
+			// free key: the cancel is armed as that command leaves, for
+			// its reply.
+			taking := "SET NX|SETNX|GETSET|EVAL|EVALSHA"
+			released := &nemesis.Command{In: history.Release, Reply: true, Succeeded: true}
+			return nemesis.Schedule{
+				e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: released, Client: nemesis.AnyClient, Pause: e.TTL,
+					ThenName: "give up the other client's acquire at the reply of the next lock command it sends",
+					Then: func(_ context.Context, client, _ int) error {
+						other := 1 - client
+						e.Gate.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: taking}, Client: other,
+							Then: func(context.Context, int, int) error {
+								e.Gate.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: taking, Reply: true}, Client: other, Cancel: true})
+								return nil
+							}})
+						return nil
+					}}),
+			}, nil
+		},
+	})
 }

@@ -111,7 +111,7 @@ func TestSIGSTOPpedWorkersWatchdogStopsRenewing(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
 	p := e.start("reentrant", 0, 0, ttl)
-	e.gate.Begin(0, 0, history.Acquire)
+	e.gate.Begin(context.Background(), 0, 0, history.Acquire)
 	lease, err := p.Acquire(ctx, "lock")
 	e.gate.End(0, 0)
 	if err != nil {
@@ -153,7 +153,7 @@ func TestCommandTrapKillsAWorker(t *testing.T) {
 	p := e.start("setnx-expire", 0, 0, time.Second)
 	e.gate.Arm(nemesis.Trap{Client: nemesis.AnyClient, Crash: true,
 		Command: &nemesis.Command{In: history.Acquire, Match: "SETNX|SET NX", Reply: true, Succeeded: true}})
-	e.gate.Begin(0, 0, history.Acquire)
+	e.gate.Begin(context.Background(), 0, 0, history.Acquire)
 	_, err := p.Acquire(ctx, "lock")
 	crashed := e.gate.End(0, 0)
 	if !crashed || !errors.Is(err, locks.ErrUnknown) {
@@ -224,7 +224,7 @@ func TestAWorkersLeaseLossReachesTheHarness(t *testing.T) {
 	ctx := context.Background()
 	const ttl = 300 * time.Millisecond
 	acquire := func(p *worker.Proc, client int, key string) locks.Lease {
-		e.gate.Begin(client, client, history.Acquire)
+		e.gate.Begin(context.Background(), client, client, history.Acquire)
 		lease, err := p.Acquire(ctx, key)
 		e.gate.End(client, client)
 		if err != nil {

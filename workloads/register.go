@@ -39,12 +39,16 @@ type Gate interface {
 	// At is called at a named point; a non-nil error means the process
 	// died there.
 	At(ctx context.Context, client, process int, point string) error
-	// Begin and End bracket a lock op; End reports whether the process
-	// died meanwhile.
-	Begin(client, process int, f string)
+	// Begin and End bracket a lock op, which runs under the context Begin
+	// returns (the gate may cancel it, as a caller that gives up); End
+	// reports whether the process died meanwhile.
+	Begin(ctx context.Context, client, process int, f string) context.Context
 	End(client, process int) (crashed bool)
-	// Dead reports whether the process was killed.
+	// Dead reports whether the process was killed; Abandoned whether the
+	// gate gave up on one of its ops for its caller, which leaves the
+	// process alive.
 	Dead(process int) bool
+	Abandoned(process int) bool
 }
 
 // Client is one logical client's equipment.
@@ -146,7 +150,7 @@ func (c *Clients) Run(stop, abort context.Context) error {
 				}
 			}()
 			w.loop(stop, abort)
-			w.p.Close()
+			w.close()
 		}()
 	}
 	wg.Wait()
@@ -180,6 +184,16 @@ type worker struct {
 	client  int
 	process int
 	p       Process
+	// left are the abandoned processes still running (retire).
+	left []Process
+}
+
+// close ends the current process and every abandoned one.
+func (w *worker) close() {
+	w.p.Close()
+	for _, p := range w.left {
+		p.Close()
+	}
 }
 
 func (w *worker) open() error {
@@ -192,9 +206,15 @@ func (w *worker) open() error {
 }
 
 // retire ends the process, as dead, after an unknown outcome or a crash,
-// and goes on as a new one.
+// and goes on as a new one. A process whose op the gate gave up on for its
+// caller is not dead: its connections stay open until the run ends, so
+// whatever its lock left running (a watchdog) runs on.
 func (w *worker) retire() {
-	w.p.Close()
+	if w.o.Gate != nil && w.o.Gate.Abandoned(w.process) {
+		w.left = append(w.left, w.p)
+	} else {
+		w.p.Close()
+	}
 	w.process = w.rec.NewProcess()
 	if err := w.open(); err != nil {
 		panic(err) // the same factory opened the first one: a harness bug
@@ -215,12 +235,11 @@ func (w *worker) dead() bool { return w.o.Gate != nil && w.o.Gate.Dead(w.process
 
 // lockOp runs a lock op with the gate told of it, and reports whether the
 // process died meanwhile.
-func (w *worker) lockOp(f string, op func() error) (crashed bool, err error) {
+func (w *worker) lockOp(ctx context.Context, f string, op func(context.Context) error) (crashed bool, err error) {
 	if w.o.Gate == nil {
-		return false, op()
+		return false, op(ctx)
 	}
-	w.o.Gate.Begin(w.client, w.process, f)
-	err = op()
+	err = op(w.o.Gate.Begin(ctx, w.client, w.process, f))
 	return w.o.Gate.End(w.client, w.process), err
 }
 
@@ -255,7 +274,7 @@ func (w *worker) cycle(ctx context.Context) {
 	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
 	var lease locks.Lease
 	skew := w.skew()
-	crashed, err := w.lockOp(history.Acquire, func() (err error) { lease, err = w.p.Lock.Acquire(ctx, key); return err })
+	crashed, err := w.lockOp(ctx, history.Acquire, func(ctx context.Context) (err error) { lease, err = w.p.Lock.Acquire(ctx, key); return err })
 	// A lease's ValidUntil is on the client's clock as it read it during
 	// the acquire; a skew that moved meanwhile leaves no sound translation
 	// to harness time, and no deadline is promised rather than a wrong one.
@@ -332,7 +351,7 @@ func (w *worker) cycle(ctx context.Context) {
 	}
 
 	inv = w.rec.Invoke(w.process, history.Release, key, &history.Value{Token: lease.Token})
-	crashed, err = w.lockOp(history.Release, func() error { return w.p.Lock.Release(ctx, lease) })
+	crashed, err = w.lockOp(ctx, history.Release, func(ctx context.Context) error { return w.p.Lock.Release(ctx, lease) })
 	switch {
 	case crashed:
 		w.rec.Complete(inv, history.Info, nil, errCrashed)
