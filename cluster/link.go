@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"sync"
 	"time"
@@ -156,5 +157,22 @@ func (l *Link) close() {
 	defer l.mu.Unlock()
 	if l.proxy != nil {
 		l.proxy.Stop()
+	}
+}
+
+// linkDialer dials, for peer, the address a server named (a sentinel's
+// master, a cluster's slot owner) through peer's own link to the node that
+// address is in byAddr, and any other address (a sentinel's own) directly.
+func linkDialer(peer string, byAddr map[string]*Node) func(context.Context, string, string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if n, ok := byAddr[addr]; ok {
+			l, err := n.Link(peer)
+			if err != nil {
+				return nil, err
+			}
+			addr = l.Addr()
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
 	}
 }

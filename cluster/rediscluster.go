@@ -402,18 +402,7 @@ func (rc *RedisCluster) MigrateFinish(ctx context.Context, slot int, from, to *N
 // TRYAGAIN: those say the command did not run. Its slot map is reloaded
 // every ReloadInterval.
 func (rc *RedisCluster) Client(peer string, o ClientOptions) *redis.ClusterClient {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if n, ok := rc.byAddr[addr]; ok {
-			l, err := n.Link(peer)
-			if err != nil {
-				return nil, err
-			}
-			addr = l.Addr()
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	u := harnessOptions(o, dial)
+	u := harnessOptions(o, linkDialer(peer, rc.byAddr))
 	for _, m := range rc.Masters {
 		u.Addrs = append(u.Addrs, rc.announced(m))
 	}

@@ -138,18 +138,7 @@ func (s *Sentinels) Client(peer string, o ClientOptions) *redis.Client {
 			byAddr[n.srv.PeerAddr()] = n
 		}
 	}
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if n, ok := byAddr[addr]; ok {
-			l, err := n.Link(peer)
-			if err != nil {
-				return nil, err
-			}
-			addr = l.Addr()
-		}
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
-	}
-	u := harnessOptions(o, dial)
+	u := harnessOptions(o, linkDialer(peer, byAddr))
 	u.MasterName, u.Addrs = s.Options.MasterName, s.Addrs()
 	return redis.NewFailoverClient(u.Failover())
 }
