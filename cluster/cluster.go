@@ -81,9 +81,10 @@ type Cluster struct {
 	backend Backend
 	proxies *toxiproxy.ApiServer
 
-	mu       sync.Mutex
-	nodes    []*Node
-	isClosed bool
+	mu        sync.Mutex
+	nodes     []*Node
+	followers []*Follower
+	isClosed  bool
 }
 
 // New prepares an empty cluster on its backend; AddNode starts nodes in
@@ -336,8 +337,11 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.isClosed = true
-	nodes := c.nodes
+	nodes, followers := c.nodes, c.followers
 	c.mu.Unlock()
+	for _, f := range followers {
+		f.close()
+	}
 	for _, n := range nodes {
 		for _, l := range n.Links() {
 			l.close()

@@ -96,6 +96,21 @@ func (s *Sentinels) Master(ctx context.Context) (*Node, error) {
 	return nil, fmt.Errorf("cluster: no sentinel names a known master")
 }
 
+// VerifiedMaster is the first node a sentinel names master that says it is
+// one (ROLE), as Sentinel's client guidelines ask a client to check what
+// it was told: right after a failover a sentinel that has not heard of it
+// yet still names the dead master.
+func (s *Sentinels) VerifiedMaster(ctx context.Context) (*Node, error) {
+	for _, sn := range s.Nodes {
+		if m, err := s.MasterBy(ctx, sn); err == nil {
+			if role, err := m.Role(ctx); err == nil && role == "master" {
+				return m, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("cluster: no sentinel names a node that says it is master")
+}
+
 // MasterBy is the node one sentinel names master now. Right after a
 // failover the sentinels disagree: the leader names the promoted replica
 // at once, the others once its hello message (every 2 s) reaches them,

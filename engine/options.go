@@ -217,8 +217,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("scenario %s runs a Redis Cluster, which the %s backend cannot start yet (its nodes announce loopback links): use -backend local", s.Name, o.Backend)
 	case o.ClientProcs && s.InProcess != "":
 		return Plan{}, usagef("scenario %s cannot run its clients as processes (-client-procs, or a lock with a Program): %s", s.Name, s.InProcess)
-	case o.ClientProcs && (s.Topology.Replicated || s.Topology.Cluster):
-		return Plan{}, usagef("scenario %s follows a failover inside the harness's own clients, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
+	case o.ClientProcs && s.Topology.Cluster:
+		return Plan{}, usagef("scenario %s routes every command by hash slot with go-redis's cluster client inside the harness, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
 		return Plan{}, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)

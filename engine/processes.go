@@ -38,6 +38,9 @@ type processes struct {
 	mu          sync.Mutex
 	conns       []redis.UniversalClient // every connection opened, for close
 	workerProcs []*worker.Proc          // every worker started, for close
+	// followers are each client's address that follows the master, for
+	// workers in a replicated topology.
+	followers map[string]*cluster.Follower
 }
 
 // opener opens the processes of client, whose wall clock is clock.
@@ -126,6 +129,14 @@ func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock)
 	h := worker.Hello{Lock: p.info.Name, TTLNS: int64(p.lock.TTL), WaitNS: int64(p.lock.Wait), WaiterTimeoutNS: int64(p.lock.WaiterTimeout),
 		StoreTimeoutNS: int64(p.storeOpts.Timeout), Owner: fmt.Sprintf("%s:%d", peer, process)}
 	for _, name := range append(slices.Clone(p.env.Nodes), p.store.Name) {
+		if name == p.env.Nodes[0] && (p.env.Primary != nil || p.env.Sentinels != nil) {
+			f, err := p.follower(peer)
+			if err != nil {
+				return workloads.Process{}, err
+			}
+			h.Nodes = append(h.Nodes, f.Addr())
+			continue
+		}
 		l, err := p.cl.Node(name).Link(peer)
 		if err != nil {
 			return workloads.Process{}, err
@@ -142,6 +153,30 @@ func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock)
 	p.workerProcs = append(p.workerProcs, w)
 	p.mu.Unlock()
 	return workloads.Process{Lock: w, Store: w, Close: w.Close}, nil
+}
+
+// follower is peer's address that follows the master, made on first use: a
+// worker dials one address, and each connection it opens reaches the
+// master of that moment, by hand (Primary) or as Sentinel names it.
+func (p *processes) follower(peer string) (*cluster.Follower, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.followers[peer]; f != nil {
+		return f, nil
+	}
+	target := func(context.Context) (*cluster.Node, error) { return p.env.Primary.Node(), nil }
+	if s := p.env.Sentinels; s != nil {
+		target = s.VerifiedMaster
+	}
+	f, err := p.cl.Follow(peer, target)
+	if err != nil {
+		return nil, err
+	}
+	if p.followers == nil {
+		p.followers = map[string]*cluster.Follower{}
+	}
+	p.followers[peer] = f
+	return f, nil
 }
 
 // close closes every connection any process opened.

@@ -22,10 +22,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// K1, S1 and S5 with every client an OS process of its own: the pause
-// is SIGSTOP, the crash SIGKILL, command traps spring on the boundaries the
-// workers report; each story keeps the expectation it has with clients in
-// the harness, and happens (a vacuous run matches nothing). Not the two
+// K1, S1, S5 and F1 (by hand and by Sentinel) with every client an OS
+// process of its own: the pause is SIGSTOP, the crash SIGKILL, command
+// traps spring on the boundaries the workers report, and a worker follows
+// a failover through one address that reaches the master of the moment;
+// each story keeps the expectation it has with clients in the harness, and
+// happens (a vacuous run matches nothing). Not the two
 // stories that run alone (watchdog, fair-order): each takes both of make
 // test's seats, and what they add with processes is tested more directly
 // (a SIGSTOPped worker's watchdog stops renewing: worker's tests; a fair
@@ -36,6 +38,8 @@ func TestStoriesWithClientProcesses(t *testing.T) {
 		{"setnx-crash", "setnx-expire"},
 		{"setnx-crash", "set-nx-px"},
 		{"dead-waiter", "fair"},
+		{"failover", "set-nx-px"},
+		{"sentinel-failover", "set-nx-px"},
 	} {
 		t.Run(pair[0]+"/"+pair[1], func(t *testing.T) {
 			t.Parallel() // the machine's room seats them, a core each
@@ -51,18 +55,18 @@ func TestStoriesWithClientProcesses(t *testing.T) {
 	}
 }
 
-// Worker processes cannot yet follow a failover that the harness's own
-// clients follow: such a run is refused before it starts.
-func TestClientProcsRefuseAReplicatedTopology(t *testing.T) {
-	_, err := Resolve(Options{Scenario: "failover", Lock: "set-nx-px", ClientProcs: true})
-	if _, ok := err.(*UsageError); !ok {
-		t.Fatalf("failover with client processes: %v, want a usage error", err)
+// Worker processes cannot route by hash slot, nor be given up on by a
+// caller inside the harness: such runs are refused before they start.
+func TestClientProcsRefuseWhatTheyCannotDo(t *testing.T) {
+	for _, story := range []string{"cluster-failover", "slot-migration", "interrupted-acquire"} {
+		_, err := Resolve(Options{Scenario: story, Lock: "set-nx-px", ClientProcs: true})
+		if _, ok := err.(*UsageError); !ok {
+			t.Fatalf("%s with client processes: %v, want a usage error", story, err)
+		}
 	}
-	// Nor can they follow one that Sentinel makes: a worker dials its
-	// nodes' links, not Sentinel.
+	// A replicated topology with Sentinel is theirs to follow now.
 	sentinel := &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Replicated: true, Sentinel: true}, Schedule: noFaults}
-	_, err = Resolve(Options{Story: sentinel, Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, ClientProcs: true})
-	if _, ok := err.(*UsageError); !ok {
-		t.Fatalf("a Sentinel topology with client processes: %v, want a usage error", err)
+	if _, err := Resolve(Options{Story: sentinel, Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, ClientProcs: true}); err != nil {
+		t.Fatalf("a Sentinel topology with client processes: %v", err)
 	}
 }

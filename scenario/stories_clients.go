@@ -73,7 +73,7 @@ func clientStories(add func(Scenario)) {
 		NotFor: notFor(serviceKinds, "S3 is a release by a plain DEL with no owner check: every service's release is owner-checked (its own node, key, session, row or CAS id)"),
 		Story: "S3: client 1's lease expires during a pause, client 2 takes the lock, client 1 wakes, writes and releases — " +
 			"with a plain DEL, client 2's lock — and client 3 takes it while client 2 still works.",
-		TimeLimitTTLs: 8, MinTimeLimitTTLs: 6,
+		TimeLimitTTLs: 7, MinTimeLimitTTLs: 6,
 		Expect: expect(
 			ownerBlind, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"foreign-release"},
 				Why: "an owner-blind DEL deletes whoever holds the lock now"},
@@ -125,7 +125,7 @@ func clientStories(add func(Scenario)) {
 		NotFor: notFor(serviceKinds, "Redisson's watchdog under a pause and a cut: paused-holder and isolated-holder tell the services' sessions under the same two faults"),
 		Story: "S4: a watchdog lock's holder is paused whole for 2.5 TTLs (its watchdog stops with it); later another holder " +
 			"is cut off from the lock nodes while it works, so its renewals fail, and it keeps working.",
-		TimeLimitTTLs: 11, MinTimeLimitTTLs: 9,
+		TimeLimitTTLs: 10, MinTimeLimitTTLs: 9,
 		Expect: expect(
 			all(watchdogLocks, []string{"set-nx-px"}), verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "a watchdog renews only while its process runs and reaches Redis: a lapsed holder that keeps working is a double holder"},
@@ -164,7 +164,7 @@ func clientStories(add func(Scenario)) {
 		NotFor: notFor(serviceKinds, "judges Redisson's fair queue against two Redis locks for order; no service's lock is judged for order here"),
 		Story: "S5: clients hold the lock 0.1 TTL each, so four wait behind every holder; waiters must be granted in " +
 			"arrival order.",
-		TimeLimitTTLs: 9, MinTimeLimitTTLs: 4,
+		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Fairness: true,
 		Alone:    "grants are judged in arrival order to 20 ms; a busy core delays a waiter's wake-up past that",
 		// 50 ms inside at a 500 ms TTL: four clients queue behind each holder.

@@ -3,6 +3,7 @@ package scenario
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -25,8 +26,8 @@ const clusterMinTTL = 3 * time.Second
 // counter and fair's queue carry its hash tag). Not set-nx-px-wait: its
 // WAIT has no key, so go-redis's cluster pipeline sends it to a node of
 // its choosing, not to the master that took the SET. Not redis-py: its
-// workers dial one node each, not a cluster.
-var clusterLeases = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}
+// workers dial one address each and cannot route by slot.
+var clusterLeases = slices.DeleteFunc(slices.Clone(failoverLeases), func(l string) bool { return l == "redis-py" })
 
 // Redis Cluster: the lock key lives on the master of its hash slot, and
 // every client routes by slot through go-redis's cluster client, each

@@ -12,10 +12,10 @@ import (
 
 // The locks a lone master's failover judges (failover, sentinel-failover):
 // the leases that promise a deadline, and the locks that promise none (a
-// watchdog renews them). redis-py runs only as worker processes, which
-// cannot follow a failover yet (Resolve refuses the pair).
+// watchdog renews them). redis-py runs as worker processes, which follow
+// a failover through an address that reaches the master of the moment.
 var (
-	failoverLeases    = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock"}
+	failoverLeases    = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock", "redis-py"}
 	failoverWatchdogs = []string{"reentrant", "fair", "redislock-refresh"}
 )
 
@@ -37,7 +37,7 @@ func failoverStories(add func(Scenario)) {
 		NotFor: notFor(serviceKinds, "a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover, server-crash a single server's death"),
 		Story: "F1: replication to the replica is cut; a client locks on the master; while it works in its critical section " +
 			"the master is killed and the replica promoted by hand; the others lock on the new master.",
-		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		TimeLimitTTLs: 4.5, MinTimeLimitTTLs: 3,
 		Topology: Topology{Replicated: true},
 		Expect: expect(
 			failoverLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},

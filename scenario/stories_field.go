@@ -94,7 +94,7 @@ func fieldStories(add func(Scenario)) {
 		NotFor: notFor(serviceKinds, "a Redis master and its replica acknowledging a WAIT: the ensembles replicate by consensus (leader-failover), PostgreSQL and memcached run one server"),
 		Story: "Field (redisson#2669, #5965): Redisson's answer to a lock lost in a failover is WAIT for a replica's acknowledgement. Here the replica acknowledges the lock, " +
 			"then, while the holder works, the master dies and the replica restarts (no persistence: its copy is gone) before it is promoted; the others lock on it.",
-		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		TimeLimitTTLs: 4.5, MinTimeLimitTTLs: 3,
 		Topology: Topology{Replicated: true},
 		Expect: expect(
 			"set-nx-px-wait", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
@@ -172,7 +172,7 @@ func fieldStories(add func(Scenario)) {
 			"while its process lives on. A lock whose commands run under the caller's context leaves the key for the rest of its lease; one that starts its " +
 			"watchdog when Redis answers, whoever still listens, renews a key nobody holds for good.",
 		ExactClients:  2,
-		TimeLimitTTLs: 5, MinTimeLimitTTLs: 5,
+		TimeLimitTTLs: 4.5, MinTimeLimitTTLs: 4.5,
 		Expect: expect(
 			[]string{"set-nx-px", "set-nx-px-fenced", "set-nx-px-del", "getset", "reentrant", "reentrant-lost", "fair", "redislock", "redislock-refresh"}, ghostSeen(
 				"the command that took the key ran, and its caller heard only the cancellation: the lock reports the acquire unknown and starts nothing, so the key outlives every belief for the rest of its lease (getset: until its timestamp passes); then the others carry on"),
