@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -49,9 +50,14 @@ type currentOp struct {
 	f       string
 	since   time.Time
 	cmds    []sent
-	// cancel cancels the op's context (a Cancel trap).
-	cancel context.CancelFunc
+	// cancel cancels the op's context: with errGaveUp for a Cancel trap.
+	cancel context.CancelCauseFunc
 }
+
+// errGaveUp is why a Cancel trap cancelled an op's context: the hook tells
+// it from a deadline of the lock's own (RedLock's per-node timeout) that a
+// paused client's reply outlived.
+var errGaveUp = errors.New("the caller gave up on the op")
 
 // proc is what the gate knows of one process of a client.
 type proc struct {
@@ -131,7 +137,7 @@ func (g *Gate) fail(err error) {
 // runs under the context it returns, which a Cancel trap cancels as a
 // caller that gives up would; End releases it.
 func (g *Gate) Begin(ctx context.Context, client, process int, f string) context.Context {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithCancelCause(ctx)
 	g.mu.Lock()
 	c := g.clientLocked(client)
 	c.op = &currentOp{process: process, f: f, since: time.Now(), cancel: cancel}
@@ -154,7 +160,7 @@ func (g *Gate) End(client, process int) (crashed bool) {
 	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
 		c.op.f, c.op.cmds = "", nil
 		if c.op.cancel != nil {
-			c.op.cancel()
+			c.op.cancel(nil)
 			c.op.cancel = nil
 		}
 	}
@@ -176,7 +182,7 @@ func (g *Gate) Abandoned(process int) bool {
 // trap, and records it.
 func (g *Gate) cancelOp(client, process int, target string, site *history.Site) {
 	g.mu.Lock()
-	var cancel context.CancelFunc
+	var cancel context.CancelCauseFunc
 	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
 		cancel = c.op.cancel
 	}
@@ -186,7 +192,7 @@ func (g *Gate) cancelOp(client, process int, target string, site *history.Site) 
 		if cancel == nil {
 			return fmt.Errorf("nemesis: process %d is in no lock op to cancel", process)
 		}
-		cancel()
+		cancel(errGaveUp)
 		return nil
 	})
 }

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -123,8 +124,10 @@ func (h *hook) around(ctx context.Context, cmds []redis.Cmder, send func(context
 		}
 	}
 	// A caller that gave up as the reply came (a Cancel trap) hears its
-	// context's error, whatever the command did or answered.
-	if cerr := ctx.Err(); cerr != nil {
+	// context's error, whatever the command did or answered. Only that
+	// cancellation: a reply that outlived a deadline of the lock's own (a
+	// paused client's, K6) is still handed up, as go-redis read it.
+	if cerr := ctx.Err(); cerr != nil && errors.Is(context.Cause(ctx), errGaveUp) {
 		for _, cmd := range cmds {
 			cmd.SetErr(cerr)
 		}
