@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -34,6 +36,11 @@ func (c *Cluster) Follow(peer string, target func(context.Context) (*Node, error
 	}
 	f := &Follower{ln: ln, peer: peer, target: target, conns: map[net.Conn]bool{}}
 	c.mu.Lock()
+	if c.isClosed {
+		c.mu.Unlock()
+		ln.Close()
+		return nil, fmt.Errorf("cluster: follow for %s: cluster is closed", peer)
+	}
 	c.followers = append(c.followers, f)
 	c.mu.Unlock()
 	go f.serve()
@@ -43,11 +50,22 @@ func (c *Cluster) Follow(peer string, target func(context.Context) (*Node, error
 // Addr is where the peer dials.
 func (f *Follower) Addr() string { return f.ln.Addr().String() }
 
+// serve accepts until the follower is closed; a failed accept (out of
+// file descriptors) is tried again, so later connections are not left
+// queued on a listener nobody serves.
 func (f *Follower) serve() {
+	defer f.ln.Close()
 	for {
 		down, err := f.ln.Accept()
 		if err != nil {
-			return
+			f.mu.Lock()
+			closed := f.closed
+			f.mu.Unlock()
+			if closed || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+			continue
 		}
 		go f.forward(down)
 	}

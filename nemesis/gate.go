@@ -186,7 +186,9 @@ func (g *Gate) cancelOp(client, process int, target string, site *history.Site) 
 	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
 		cancel = c.op.cancel
 	}
-	g.procLocked(client, process).abandoned = true
+	if cancel != nil {
+		g.procLocked(client, process).abandoned = true
+	}
 	g.mu.Unlock()
 	_ = record(g.rec, fault.Cancel, &history.Value{Target: target, Site: site}, func() error {
 		if cancel == nil {
