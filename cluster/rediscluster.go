@@ -96,12 +96,8 @@ func (c *Cluster) AddRedisCluster(ctx context.Context, o RedisClusterOptions) (*
 	}
 	rc.Masters, rc.Replicas = nodes[:o.Masters], nodes[o.Masters:]
 	all := rc.Nodes()
-	for i, n := range all {
-		partner := rc.Replicas[i%o.Masters]
-		if i >= o.Masters {
-			partner = rc.Masters[i%o.Masters]
-		}
-		l, err := n.Link(ReplicationPeer(partner.Name))
+	for _, n := range all {
+		l, err := n.Link(ReplicationPeer(rc.Partner(n).Name))
 		if err != nil {
 			return nil, err
 		}
@@ -138,7 +134,7 @@ func (c *Cluster) AddRedisCluster(ctx context.Context, o RedisClusterOptions) (*
 			return nil, fmt.Errorf("cluster: meet %s: %w", n.Name, err)
 		}
 	}
-	if err := rc.await(ctx, "every node to know the others", func(n *Node) bool {
+	if err := awaitEach(ctx, all, 15*time.Second, "every node to know the others", func(n *Node) bool {
 		r, err := n.Do(ctx, "CLUSTER", "NODES")
 		return err == nil && strings.Count(fmt.Sprint(r), "\n") >= len(all) && !strings.Contains(fmt.Sprint(r), "handshake")
 	}); err != nil {
@@ -153,7 +149,7 @@ func (c *Cluster) AddRedisCluster(ctx context.Context, o RedisClusterOptions) (*
 			return nil, fmt.Errorf("cluster: %s replicate %s: %w", r.Name, rc.Masters[i].Name, err)
 		}
 	}
-	if err := rc.await(ctx, "every replica to sync and the cluster to be ok", func(n *Node) bool {
+	if err := awaitEach(ctx, all, 15*time.Second, "every replica to sync and the cluster to be ok", func(n *Node) bool {
 		info, err := n.clusterInfo(ctx)
 		if err != nil || info["cluster_state"] != "ok" {
 			return false
@@ -193,13 +189,15 @@ func (rc *RedisCluster) announced(n *Node) string {
 	return ""
 }
 
-// await polls every live node until ok holds for each, within 15 s.
-func (rc *RedisCluster) await(ctx context.Context, what string, ok func(*Node) bool) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for _, n := range rc.Nodes() {
+// awaitEach polls each of nodes, every 20 ms, until ok holds for it, all
+// within the time given: how the harness waits for servers to agree on
+// something they settle on their own (a sync, a gossip, a discovery).
+func awaitEach(ctx context.Context, nodes []*Node, within time.Duration, what string, ok func(*Node) bool) error {
+	deadline := time.Now().Add(within)
+	for _, n := range nodes {
 		for !ok(n) {
 			if time.Now().After(deadline) {
-				return fmt.Errorf("cluster: waited 15s for %s: %s is not there", what, n.Name)
+				return fmt.Errorf("cluster: waited %s for %s: %s is not there", within, what, n.Name)
 			}
 			select {
 			case <-ctx.Done():

@@ -22,14 +22,23 @@ func (rc *RedisCluster) Slot(ctx context.Context, key string) (int, error) {
 	return 0, fmt.Errorf("cluster: no node answers CLUSTER KEYSLOT")
 }
 
-// Owner is the node that serves key's slot as master now, by the view of
-// the first live node that answers, and that master's replica partner
-// (the node it was formed with). It is how a story finds whom to kill.
+// Owner is the node that serves key's slot as master now (SlotOwner), and
+// that master's replica partner (the node it was formed with). It is how a
+// story finds whom to kill.
 func (rc *RedisCluster) Owner(ctx context.Context, key string) (master, partner *Node, err error) {
 	slot, err := rc.Slot(ctx, key)
 	if err != nil {
 		return nil, nil, err
 	}
+	if master, err = rc.SlotOwner(ctx, slot); err != nil {
+		return nil, nil, err
+	}
+	return master, rc.Partner(master), nil
+}
+
+// SlotOwner is the node that serves slot as master now, by the view of the
+// first live node that answers.
+func (rc *RedisCluster) SlotOwner(ctx context.Context, slot int) (*Node, error) {
 	for _, n := range rc.Nodes() {
 		r, err := n.Do(ctx, "CLUSTER", "SLOTS")
 		if err != nil {
@@ -47,12 +56,12 @@ func (rc *RedisCluster) Owner(ctx context.Context, key string) (master, partner 
 			}
 			owner := rc.byAddr[net.JoinHostPort(fmt.Sprint(m[0]), fmt.Sprint(m[1]))]
 			if owner == nil {
-				return nil, nil, fmt.Errorf("cluster: %s names %v:%v master of slot %d, no node of the cluster", n.Name, m[0], m[1], slot)
+				return nil, fmt.Errorf("cluster: %s names %v:%v master of slot %d, no node of the cluster", n.Name, m[0], m[1], slot)
 			}
-			return owner, rc.Partner(owner), nil
+			return owner, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("cluster: no node names a master of slot %d", slot)
+	return nil, fmt.Errorf("cluster: no node names a master of slot %d", slot)
 }
 
 // Partner is the node n was formed with: a master's replica, a replica's

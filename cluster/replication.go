@@ -60,16 +60,10 @@ func (n *Node) ReplicaOf(ctx context.Context, master *Node) error {
 	if _, err := n.Do(ctx, "REPLICAOF", host, port); err != nil {
 		return fmt.Errorf("cluster: %s REPLICAOF %s: %w", n.Name, master.Name, err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if info, err := n.InfoSection(ctx, "replication"); err == nil && info["master_link_status"] == "up" {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("cluster: %s did not sync from %s within 10s", n.Name, master.Name)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return awaitEach(ctx, []*Node{n}, 10*time.Second, n.Name+" to sync from "+master.Name, func(n *Node) bool {
+		info, err := n.InfoSection(ctx, "replication")
+		return err == nil && info["master_link_status"] == "up"
+	})
 }
 
 // ReplicationPeer is the peer name of replica's link to its master.

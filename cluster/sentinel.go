@@ -70,20 +70,11 @@ func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentine
 }
 
 func (s *Sentinels) waitDiscovery(ctx context.Context) error {
-	deadline := time.Now().Add(15 * time.Second)
-	for _, n := range s.Nodes {
-		for {
-			peers, err := n.Do(ctx, "SENTINEL", "SENTINELS", s.Options.MasterName)
-			if l, ok := peers.([]any); err == nil && ok && len(l) >= len(s.Nodes)-1 {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("cluster: %s did not find the other sentinels within 15s", n.Name)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nil
+	return awaitEach(ctx, s.Nodes, 15*time.Second, "every sentinel to find the others", func(n *Node) bool {
+		peers, err := n.Do(ctx, "SENTINEL", "SENTINELS", s.Options.MasterName)
+		l, ok := peers.([]any)
+		return err == nil && ok && len(l) >= len(s.Nodes)-1
+	})
 }
 
 // Master asks the first sentinel that answers which node is master now.

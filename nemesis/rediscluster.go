@@ -51,9 +51,9 @@ func (n *Nemesis) migration(ctx context.Context, rc *cluster.RedisCluster, key, 
 	if dst, err = n.node(to); err != nil {
 		return nil, nil, 0, err
 	}
-	if from, _, err = rc.Owner(ctx, key); err != nil {
+	if slot, err = rc.Slot(ctx, key); err != nil {
 		return nil, nil, 0, err
 	}
-	slot, err = rc.Slot(ctx, key)
+	from, err = rc.SlotOwner(ctx, slot)
 	return from, dst, slot, err
 }

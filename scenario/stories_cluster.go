@@ -64,25 +64,11 @@ func clusterStories(add func(Scenario)) {
 				// link; blackholed, the replica still believes its link
 				// up, so the cluster promotes it as it would a replica
 				// that lags without knowing it.
-				act(0, "cut replication", func(context.Context) error {
-					return e.Nemesis.Partition(nemesis.Grudge{cluster.ReplicationPeer(replica.Name): {master.Name}})
-				}),
-				// As in sentinel-failover: the holder waits at its write
-				// while the cluster fails over, then stalls so the others
-				// lock on the promoted replica and write first: a lease's
-				// holder until just inside its lease (a failover that
-				// leaves it too little is starved and run again), a
-				// watchdog lock's for 1.1 TTLs, past a sleeping waiter's
-				// wake-up.
-				e.Gate.ArmStep(e.TTLs(0.1), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-					Pause: e.TTLs(1.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
-					ThenName: "kill the slot's master and wait for the cluster to promote its replica",
-					Then: func(ctx context.Context, _, _ int) error {
-						if err := e.Nemesis.KillNode(master.Name); err != nil {
-							return err
-						}
+				cutReplication(e, master.Name, replica.Name),
+				failedOver(e, "kill the slot's master and wait for the cluster to promote its replica", master.Name,
+					func(ctx context.Context) error {
 						return e.Nemesis.AwaitClusterPromotion(ctx, e.Cluster, replica.Name, 10*time.Second)
-					}}),
+					}),
 			}, nil
 		},
 	})

@@ -22,11 +22,35 @@ var (
 // cutReplication is a failover story's opening: the replica stops hearing
 // from the master (its link blackholed, not closed), so a lock taken next
 // lives on the master alone.
-func cutReplication(e *Env) nemesis.Step {
-	repl := cluster.ReplicationPeer(e.Replica)
+func cutReplication(e *Env, master, replica string) nemesis.Step {
+	repl := cluster.ReplicationPeer(replica)
 	return act(0, "cut replication", func(context.Context) error {
-		return e.Nemesis.Partition(nemesis.Grudge{repl: {e.Nodes[0]}})
+		return e.Nemesis.Partition(nemesis.Grudge{repl: {master}})
 	})
+}
+
+// failedOver is the trap of a failover the servers make on their own
+// (Sentinel, the cluster): the holder waits at its write while master is
+// killed and await sees the replica promoted (it is not paused: its
+// watchdog goes on), then stalls, whole, so the others lock on the new
+// master and write first and its write lands on theirs. A lease's holder
+// stalls until just inside its lease, so the others lock within it; a
+// failover that left less than that did not happen as told, and the run
+// is recorded as starved and run again, not judged. A watchdog lock's
+// holder has no deadline and stalls 1.1 TTLs: a hash lock's waiter sleeps
+// until an unlock message, which no dead master sends, or until the TTL
+// its last try read runs out (at most one), and must wake inside the
+// stall.
+func failedOver(e *Env, thenName, master string, await func(context.Context) error) nemesis.Step {
+	return e.Gate.ArmStep(e.TTLs(0.1), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
+		Pause: e.TTLs(1.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
+		ThenName: thenName,
+		Then: func(ctx context.Context, _, _ int) error {
+			if err := e.Nemesis.KillNode(master); err != nil {
+				return err
+			}
+			return await(ctx)
+		}})
 }
 
 // Replication: a lock written to a master that dies before it replicates
@@ -51,7 +75,7 @@ func failoverStories(add func(Scenario)) {
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		Schedule: func(e *Env) (nemesis.Schedule, error) {
 			return nemesis.Schedule{
-				cutReplication(e),
+				cutReplication(e, e.Nodes[0], e.Replica),
 				// The holder stalls 1.2 TTLs: a queued waiter of a hash
 				// lock (reentrant, fair) sleeps until the holder's TTL
 				// runs out, as no unlock message comes from a dead

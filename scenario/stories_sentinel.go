@@ -7,7 +7,6 @@ import (
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
-	"github.com/locktorture/locktorture/workloads"
 )
 
 // sentinelMinTTL is the shortest lease sentinel-failover is told with.
@@ -62,30 +61,15 @@ func sentinelStories(add func(Scenario)) {
 			// down): Sentinel promotes it, as it would a replica that lags
 			// behind without knowing it.
 			return nemesis.Schedule{
-				cutReplication(e),
-				// The holder waits at its write while Sentinel fails the
-				// master over (it is not paused: its watchdog goes on),
-				// then stalls, whole, so the others lock on the new master
-				// and write first and its write lands on theirs. A lease's
-				// holder stalls until just inside its lease, so the others
-				// lock within it; a failover that left less than that (a
-				// split vote makes the sentinels wait two failover
-				// timeouts, 4 s, before they vote again: once in 110 runs)
-				// did not happen as told, and the run is recorded as
-				// starved and run again, not judged. A watchdog lock's
-				// holder has no deadline and stalls 1.1 TTLs: a hash
-				// lock's waiter sleeps until an unlock message, which no
-				// dead master sends, or until the TTL its last try read
-				// runs out (at most one), and must wake inside the stall.
-				e.Gate.ArmStep(e.TTLs(0.1), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-					Pause: e.TTLs(1.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
-					ThenName: "kill the master and wait for Sentinel to promote the replica",
-					Then: func(ctx context.Context, _, _ int) error {
-						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
-							return err
-						}
+				cutReplication(e, e.Nodes[0], e.Replica),
+				// A split vote makes the sentinels wait two failover
+				// timeouts, 4 s, before they vote again (once in 110
+				// runs): such a failover leaves the holder too little of
+				// its lease, and the run is starved.
+				failedOver(e, "kill the master and wait for Sentinel to promote the replica", e.Nodes[0],
+					func(ctx context.Context) error {
 						return e.Nemesis.AwaitSentinelPromotion(ctx, e.Sentinels, e.Replica, 10*time.Second)
-					}}),
+					}),
 			}, nil
 		},
 	})
