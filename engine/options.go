@@ -58,6 +58,9 @@ type Options struct {
 	// first; a Custom lock needs a program that knows it, as locktest
 	// arranges).
 	Worker func(lock string) *exec.Cmd
+	// Probe is a boundary run's fault (scenario boundary, package
+	// explore): where one client is caught and what is done to it.
+	Probe *scenario.Probe
 	// Alone runs the story alone on the machine, whatever the story says:
 	// how a starved run is tried a second time (RunUnstarved).
 	Alone bool
@@ -219,6 +222,10 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("scenario %s cannot run its clients as processes (-client-procs, or a lock with a Program): %s", s.Name, s.InProcess)
 	case o.ClientProcs && s.Topology.Cluster:
 		return Plan{}, usagef("scenario %s routes every command by hash slot with go-redis's cluster client inside the harness, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
+	case s.Probed && o.Probe == nil:
+		return Plan{}, usagef("scenario %s needs a probe: -probe \"pause|crash OP before|after COMMAND#N\" (package explore lists a lock's)", s.Name)
+	case !s.Probed && o.Probe != nil:
+		return Plan{}, usagef("-probe %s: scenario %s takes no probe (scenario boundary does)", o.Probe, s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
 		return Plan{}, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/locktorture/locktorture/checker"
@@ -12,6 +13,7 @@ import (
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
 )
@@ -37,6 +39,12 @@ type Result struct {
 	// Schedule lists the nemesis steps, so a random run can be read and
 	// replayed (same seed, same steps).
 	Schedule string `json:"schedule,omitempty"`
+	// Probe is a boundary run's fault.
+	Probe *scenario.Probe `json:"probe,omitempty"`
+	// Commands are what the clients' ops sent, op kind by op kind, as the
+	// gate's hooks saw them: what boundary exploration learns a lock's
+	// commands from.
+	Commands nemesis.Profile `json:"commands,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`
@@ -99,18 +107,22 @@ func Rejudge(r *Result) error {
 			return fmt.Errorf("%s: its history records no fault sites (an older run): it cannot be judged again", r.Dir)
 		}
 	}
-	r.Judgement = verdict.Judge(judgeCase(s, info, ttl, r.Expected), r.Ops, r.Ready, r.Lateness)
+	r.Judgement = verdict.Judge(judgeCase(s, info, ttl, r.Expected, r.Probe), r.Ops, r.Ready, r.Lateness)
 	return nil
 }
 
-// judgeCase is what a run of s with the lock info at ttl is judged by.
-func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation) verdict.Case {
+// judgeCase is what a run of s with the lock info at ttl is judged by; a
+// boundary run's probe must have happened too.
+func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation, probe *scenario.Probe) verdict.Case {
 	c := verdict.Case{Expected: expected, Checkers: Checkers(s, info, ttl), Requires: s.Requires, Traffic: s.Traffic,
 		Limits: lateness.LimitsFor(ttl)}
+	if probe != nil {
+		c.Requires = append(slices.Clone(c.Requires), probe.Evidence())
+	}
 	if info.NodeTimeout {
 		c.Limits.Reply = min(c.Limits.Reply, locks.DefaultNodeTimeout(ttl))
 	}
-	if s.Random {
+	if s.Exploration {
 		c.Claims = &info
 	}
 	return c

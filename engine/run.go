@@ -45,7 +45,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, fmt.Errorf("results dir: %w", err)
 	}
 	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
-		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir}
+		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return res, err
@@ -57,7 +57,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	defer cl.Close()
-	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock"}
+	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock", Probe: o.Probe}
 	var lockNodes []cluster.NodeOptions
 	for i := 1; i <= info.Nodes && !s.Topology.Cluster; i++ {
 		name := fmt.Sprintf("n%d", i)
@@ -190,6 +190,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	procs.close()
 	cl.Close()
 	res.Ops = rec.Ops()
+	res.Commands = env.Gate.Profile()
 	res.Elapsed = time.Since(started).Round(time.Millisecond).String()
 	if err := errors.Join(werr, nerr, env.Gate.Err(), rec.Close()); err != nil {
 		return res, err
@@ -198,7 +199,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, ErrInterrupted
 	}
 	logf("%d ops recorded; checking", len(res.Ops))
-	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected), res.Ops, res.Ready, res.Lateness)
+	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected, o.Probe), res.Ops, res.Ready, res.Lateness)
 	return res, nil
 }
 

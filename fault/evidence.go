@@ -23,6 +23,9 @@ type Evidence struct {
 	Point string
 	// In is the lock op the process was in (history.Acquire, Release).
 	In string
+	// Command is the command the process stood at, by its name as sent
+	// ("del").
+	Command string
 	// Reply, when set, asks for a process caught after a command's reply
 	// arrived and before the lock saw it.
 	Reply bool
@@ -36,7 +39,7 @@ func (e Evidence) Matches(op history.Op) bool {
 		return false
 	}
 	s := op.Site()
-	return same(e.Node, s.Node) && same(e.Peer, s.Peer) && same(e.Point, s.Point) && same(e.In, s.In) &&
+	return same(e.Node, s.Node) && same(e.Peer, s.Peer) && same(e.Point, s.Point) && same(e.In, s.In) && same(e.Command, s.Command) &&
 		(!e.Reply || s.Reply) && (!e.Waiting || s.Waiting)
 }
 
@@ -67,6 +70,9 @@ func (e Evidence) String() string {
 	}
 	if e.Point != "" {
 		b.WriteString(" at " + e.Point)
+	}
+	if e.Command != "" {
+		b.WriteString(" at " + strings.ToUpper(e.Command))
 	}
 	if e.In != "" {
 		b.WriteString(" in " + e.In)

@@ -32,6 +32,8 @@ type Gate struct {
 	clients map[int]*client
 	procs   map[int]*proc
 	err     error
+	// profile is what the ops sent, op kind by op kind (Profile).
+	profile Profile
 }
 
 // client is what the gate knows of one client, across its processes.
@@ -74,7 +76,7 @@ type proc struct {
 
 // NewGate records its actions in rec.
 func NewGate(rec *history.Recorder) *Gate {
-	return &Gate{rec: rec, clients: map[int]*client{}, procs: map[int]*proc{}}
+	return &Gate{rec: rec, clients: map[int]*client{}, procs: map[int]*proc{}, profile: Profile{}}
 }
 
 // clientLocked is what the gate knows of client c, made on first use.
@@ -140,6 +142,10 @@ func (g *Gate) Begin(ctx context.Context, client, process int, f string) context
 	ctx, cancel := context.WithCancelCause(ctx)
 	g.mu.Lock()
 	c := g.clientLocked(client)
+	if c.op != nil && c.op.f == "" {
+		// What the client sent since its last op ended is its renewals.
+		g.profile.note(Renewal, c.op.cmds)
+	}
 	c.op = &currentOp{process: process, f: f, since: time.Now(), cancel: cancel}
 	var run func()
 	if f == history.Acquire {
@@ -158,6 +164,7 @@ func (g *Gate) End(client, process int) (crashed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
+		g.profile.note(c.op.f, c.op.cmds)
 		c.op.f, c.op.cmds = "", nil
 		if c.op.cancel != nil {
 			c.op.cancel(nil)

@@ -29,6 +29,7 @@ var families = []func(add func(Scenario)){
 	serviceStories,  // stories_services.go: the services' own faults
 	fieldStories,    // stories_field.go: failures users report
 	randomStory,     // random.go: exploration
+	boundaryStories, // boundary.go: exploration, one command boundary at a time
 }
 
 // catalogue is the built-in stories by name. It is built on each use (a

@@ -24,8 +24,8 @@ func TestEveryScenarioIsWellFormed(t *testing.T) {
 				t.Errorf("%s/%s: an expectation must cite its argument", name, lock)
 			}
 			switch {
-			case s.Random && e.Outcome == verdict.PromiseKept:
-			case s.Random:
+			case s.Exploration && e.Outcome == verdict.PromiseKept:
+			case s.Exploration:
 				t.Errorf("%s/%s: random runs are judged against the lock's claims (%s), got %q", name, lock, verdict.PromiseKept, e.Outcome)
 			case e.Outcome == verdict.Safe, e.Outcome == verdict.Unsafe, e.Outcome == verdict.LockUnsafe, e.Outcome == verdict.Deadlock, e.Outcome == verdict.Unfair:
 			default:
@@ -34,7 +34,7 @@ func TestEveryScenarioIsWellFormed(t *testing.T) {
 		}
 		// A story with a fault must say what proves it happened.
 		faultFree := map[string]bool{"baseline": true, "fair-order": true}
-		if !s.Random && !faultFree[name] && len(s.Requires) == 0 {
+		if !s.Exploration && !faultFree[name] && len(s.Requires) == 0 {
 			t.Errorf("%s: a story with a fault must list the nemesis actions it requires", name)
 		}
 	}
@@ -60,7 +60,7 @@ func TestEveryStorySaysWhyAServiceIsLeftOut(t *testing.T) {
 	services.Register()
 	kinds := []string{redis, zookeeper, etcd, postgres, memcached}
 	for _, s := range catalogue() {
-		if s.Random {
+		if s.Exploration {
 			continue
 		}
 		judged := map[string]bool{}

@@ -60,6 +60,8 @@ type Env struct {
 	Cluster *cluster.RedisCluster
 	// Key is the lock's key.
 	Key string
+	// Probe is a boundary run's fault (Scenario.Probed), nil otherwise.
+	Probe *Probe
 }
 
 // Scenario is one failure story.
@@ -101,8 +103,14 @@ type Scenario struct {
 	// InProcess, when set, says why the story needs its clients inside
 	// the harness's process: -client-procs is refused with it.
 	InProcess string
-	// Random marks the exploration scenario: not part of "all".
-	Random bool
+	// Probed says the story takes a Probe (Env.Probe): where one client
+	// is caught and what is done to it there. A run of it without one is
+	// refused, as is a probe for any other story.
+	Probed bool
+	// Exploration marks a story that explores rather than tells: it is
+	// judged against the lock's own fault model (locks.Info.Claims), is
+	// not part of "all", and runs only the locks named for it.
+	Exploration bool
 	// Alone, when set, says why the story's verdict hangs on timing that a
 	// busy machine would disturb: a matrix run in parallel gives it the
 	// machine to itself.

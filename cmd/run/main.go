@@ -70,12 +70,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
 		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines")
 		merge     = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
+		probe     = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
+		explore   = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
 		verbose   = fs.Bool("v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-v] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-probe P] [-explore] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -122,6 +124,22 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if *seed == 0 {
 		*seed = time.Now().UnixNano()
 	}
+	base := engine.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, ClientProcs: *procs, Backend: *backend}
+	if *probe != "" {
+		p, err := scenario.ParseProbe(*probe)
+		if err != nil {
+			fmt.Fprintf(stderr, "run: -probe: %v\n", err)
+			return 2
+		}
+		base.Probe = &p
+	}
+	if *explore {
+		if given["scenario"] || given["probe"] || given["shard"] {
+			fmt.Fprintln(stderr, "run: -explore picks its own runs (scenario boundary at each boundary it learns): drop -scenario, -probe and -shard")
+			return 2
+		}
+		return exploreBoundaries(ctx, base, split(*lockNames), *parallel, stdout, stderr)
+	}
 	pairs, err := plan(*scenarios, *lockNames, *services)
 	if err != nil {
 		fmt.Fprintf(stderr, "run: %v\n", err)
@@ -147,7 +165,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	base := engine.Options{Clients: *clients, TTL: *ttl, TimeLimit: *timeLimit, Seed: *seed, Out: *out, ClientProcs: *procs, Backend: *backend}
 	// Check every pair before starting any, so a typo fails in a second;
 	// what Resolve fills in is what the time left is estimated from.
 	seats := engine.Seats()
@@ -339,7 +356,7 @@ func plan(scenarioList, lockList, serviceList string) ([][2]string, error) {
 	if scenarioList == "all" {
 		// Every story; exploration (random) is asked for by name.
 		for _, n := range scenario.Names() {
-			if s, _ := scenario.Lookup(n); !s.Random {
+			if s, _ := scenario.Lookup(n); !s.Exploration {
 				names = append(names, n)
 			}
 		}
@@ -356,7 +373,7 @@ func plan(scenarioList, lockList, serviceList string) ([][2]string, error) {
 			return nil, err
 		}
 		ls := split(lockList)
-		if len(ls) == 0 && s.Random {
+		if len(ls) == 0 && s.Exploration {
 			return nil, fmt.Errorf("-scenario %s explores one lock at a time: name it with -lock (one of %s)", sn, strings.Join(locks.Names(), ", "))
 		}
 		if len(ls) == 0 {

@@ -37,6 +37,11 @@ type Mutant struct {
 	// successor's lease was still promised.
 	Story, Signature string
 	Outcome          verdict.Outcome
+	// Inside, for a mistake that lives inside one op, lists the probes
+	// (scenario.Probe) at which boundary exploration finds it: each pause
+	// there, and none elsewhere in that op, breaks a promise a lock like it
+	// claims to keep. A mistake no story tells has no Story.
+	Inside []string
 	// New builds one client's handle.
 	New func(locks.Config) locks.Lock
 }
@@ -44,8 +49,12 @@ type Mutant struct {
 // All lists every mutant.
 var All = []Mutant{
 	{Name: "get-then-del", Nodes: 1, Story: "paused-release", Outcome: verdict.Unsafe, Signature: "promise-broken",
+		Inside:  []string{"pause release after GET#1", "pause release before DEL#1"},
 		Mistake: "release reads the key, compares the token in the client, then DELs: two commands, so the key can change hands between them",
 		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, release: getThenDel} }},
+	{Name: "clock-checked-del", Nodes: 1, Inside: []string{"pause release before DEL#1"},
+		Mistake: "release checks the lease's deadline on the client's own clock, then DELs without comparing the token: a client stopped between the check and the DEL deletes the next holder's lock",
+		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, clockChecked: true} }},
 	{Name: "set-nx-then-pexpire", Nodes: 1, Story: "setnx-crash", Outcome: verdict.Deadlock, Signature: "deadlock",
 		Mistake: "SET NX without PX, then PEXPIRE: a client that dies between them leaves a key that never expires",
 		New:     func(c locks.Config) locks.Lock { return &single{cfg: c, twoStep: true, release: compareAndDel} }},
@@ -75,6 +84,9 @@ type single struct {
 	token    string // fixed token (shared-token); empty: a fresh one each time
 	twoStep  bool   // SET NX, then PEXPIRE
 	pxMicros bool   // PX in microseconds
+	// clockChecked releases with a DEL once the client's clock says the
+	// lease is still valid; release is then unused.
+	clockChecked bool
 	release  func(ctx context.Context, c redis.UniversalClient, key, token string) (bool, error)
 }
 
@@ -130,6 +142,15 @@ func retry(ctx context.Context, cfg locks.Config, deadline time.Time) bool {
 }
 
 func (l *single) Release(ctx context.Context, lease locks.Lease) error {
+	if l.clockChecked {
+		if !l.cfg.Clock.Now().Before(lease.ValidUntil) {
+			return locks.ErrNotHeld
+		}
+		if err := l.cfg.Clients[0].Del(ctx, lease.Key).Err(); err != nil {
+			return fmt.Errorf("%w: %v", locks.ErrUnknown, err)
+		}
+		return nil
+	}
 	ok, err := l.release(ctx, l.cfg.Clients[0], lease.Key, lease.Token)
 	switch {
 	case err != nil:
