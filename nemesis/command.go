@@ -1,6 +1,8 @@
 package nemesis
 
 import (
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -85,6 +87,9 @@ type sent struct {
 	key  string
 	// replied and succeeded say what its reply was, once it arrived.
 	replied, succeeded bool
+	// script is an EVAL's script's SHA1, as an EVALSHA of it names it:
+	// how the profile knows the EVAL that loads a script (scriptLoad).
+	script string
 }
 
 func newSent(raw []string) sent {
@@ -92,7 +97,12 @@ func newSent(raw []string) sent {
 	for i, a := range raw {
 		args[i] = strings.ToLower(a)
 	}
-	return sent{args: args, key: commandKey(args)}
+	s := sent{args: args, key: commandKey(args)}
+	if len(args) > 1 && args[0] == "eval" {
+		sum := sha1.Sum([]byte(raw[1]))
+		s.script = hex.EncodeToString(sum[:])
+	}
+	return s
 }
 
 // commandKey is the first key a command names: the argument after the name,

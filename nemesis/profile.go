@@ -42,16 +42,34 @@ type CommandSeen struct {
 	Index int `json:"index"`
 }
 
-// setUp are the commands go-redis sends to set a new connection up, not
-// the lock: they go through the hooks too.
-var setUp = map[string]bool{"hello": true, "client": true, "auth": true, "select": true, "readonly": true}
+// setUp are the commands a client sends to set a new connection up, or to
+// load a script, not the lock's own: they go through the hooks too.
+var setUp = map[string]bool{"hello": true, "client": true, "auth": true, "select": true, "readonly": true, "script": true}
 
-// scriptLoad says whether cmds[i] is go-redis loading a script: the EVAL
-// it sends once per server after its EVALSHA failed (NOSCRIPT), which a
-// short run may never send again.
+// scriptLoad says whether cmds[i] is part of a client loading a script
+// the server did not know (NOSCRIPT), once per server, which a short run
+// may never do again: go-redis's EVAL of a script whose EVALSHA the op
+// sent before, or the EVALSHA a client sends again after its SCRIPT LOAD
+// (redis-py's way; the SCRIPT LOAD itself is set-up).
 func scriptLoad(cmds []sent, i int) bool {
-	return cmds[i].args[0] == "eval" && i > 0 && len(cmds[i-1].args) > 0 && cmds[i-1].args[0] == "evalsha" &&
-		cmds[i-1].replied && !cmds[i-1].succeeded
+	digestSent := func(before int, sha string) bool {
+		return slices.ContainsFunc(cmds[:before], func(c sent) bool { return len(c.args) > 1 && c.args[0] == "evalsha" && c.args[1] == sha })
+	}
+	c := cmds[i]
+	switch {
+	case c.script != "":
+		return digestSent(i, c.script)
+	case c.args[0] == "evalsha" && len(c.args) > 1:
+		for j := i - 1; j >= 0; j-- {
+			switch {
+			case len(cmds[j].args) > 1 && cmds[j].args[0] == "evalsha" && cmds[j].args[1] == c.args[1]:
+				return false // not the first send after a load
+			case cmds[j].args[0] == "script":
+				return digestSent(j, c.args[1])
+			}
+		}
+	}
+	return false
 }
 
 // shape is a command as a profile and a trap name it: its name, the SET

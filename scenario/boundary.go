@@ -93,10 +93,18 @@ func boundaryStories(add func(Scenario)) {
 	})
 }
 
-// boundarySchedule arms the probe's trap half a TTL in.
+// boundarySchedule arms the probe's trap half a TTL in. A renewal is sent
+// only while a holder works longer than its watchdog's period, which a
+// tenth of a TTL is not: for a renewal's probe the next holder to work is
+// stalled for 0.8 TTL first, its watchdog running, so the renewal it sends
+// meanwhile is where the probe catches it.
 func boundarySchedule(e *Env) (nemesis.Schedule, error) {
 	if e.Probe == nil {
 		return nil, fmt.Errorf("scenario boundary needs a probe (-probe)")
+	}
+	var sched nemesis.Schedule
+	if e.Probe.At.In == nemesis.Renewal {
+		sched = append(sched, e.Gate.ArmStep(e.TTLs(0.5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true}))
 	}
 	t := nemesis.Trap{Command: e.Probe.At.Trap(), Client: nemesis.AnyClient, Crash: e.Probe.Crash}
 	if !t.Crash {
@@ -107,5 +115,5 @@ func boundarySchedule(e *Env) (nemesis.Schedule, error) {
 			return nil
 		}
 	}
-	return nemesis.Schedule{e.Gate.ArmStep(e.TTLs(0.5), t)}, nil
+	return append(sched, e.Gate.ArmStep(e.TTLs(0.5), t)), nil
 }

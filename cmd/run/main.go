@@ -68,7 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		backend   = fs.String("backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
 		procs     = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
 		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
-		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines")
+		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines; auto[/n] takes i (and n) from a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a CI's parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
+		check     = fs.String("check", "", "judge every run stored under `DIR` (one run, or a results tree) again with today's checkers and rewrite its verdict and report, starting nothing, then exit")
 		merge     = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
 		probe     = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
 		explore   = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-probe P] [-explore] [-v] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -110,6 +111,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if bad != "" {
 		fmt.Fprintf(stderr, "run: %s\n", bad)
 		return 2
+	}
+	if *check != "" {
+		return checkStored(*check, stdout, stderr)
 	}
 	if err := writable(*out); err != nil {
 		fmt.Fprintf(stderr, "run: -out %s: %v\n", *out, err)
@@ -149,10 +153,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	// and the index's grid show; an ad-hoc selection leaves them alone.
 	full := *scenarios == "all" && *lockNames == "" || *shard != ""
 	if *shard != "" {
-		i, n, err := parseShard(*shard)
+		given := *shard
+		i, n, err := parseShard(given, os.Getenv)
 		if err != nil {
-			fmt.Fprintf(stderr, "run: -shard %s: %v\n", *shard, err)
+			fmt.Fprintf(stderr, "run: -shard %s: %v\n", given, err)
 			return 2
+		}
+		if *shard = fmt.Sprintf("%d/%d", i, n); *shard != given {
+			fmt.Fprintf(stdout, "-shard %s: shard %s, from the environment\n", given, *shard)
 		}
 		var mine [][2]string
 		for k, p := range pairs {
@@ -468,13 +476,41 @@ func writable(dir string) error {
 	return os.Remove(f.Name())
 }
 
-// parseShard reads "i/n" with 1 ≤ i ≤ n.
-func parseShard(s string) (int, int, error) {
+// parseShard reads "i/n" with 1 ≤ i ≤ n, or "auto" or "auto/n", whose
+// index comes from the engine that started this copy: a Kubernetes
+// Indexed Job's JOB_COMPLETION_INDEX (from 0), or a CI's parallel job's
+// CI_NODE_INDEX (from 1, GitLab's), whose CI_NODE_TOTAL is n when the
+// flag does not say it. The matrix is then spread by the engine users
+// already run, with no coordinator of ours.
+func parseShard(s string, getenv func(string) string) (int, int, error) {
 	a, b, ok := strings.Cut(s, "/")
+	if a == "auto" {
+		var i int
+		var err error
+		switch {
+		case getenv("JOB_COMPLETION_INDEX") != "":
+			i, err = strconv.Atoi(getenv("JOB_COMPLETION_INDEX"))
+			i++
+		case getenv("CI_NODE_INDEX") != "":
+			i, err = strconv.Atoi(getenv("CI_NODE_INDEX"))
+			if !ok {
+				b, ok = getenv("CI_NODE_TOTAL"), getenv("CI_NODE_TOTAL") != ""
+			}
+		default:
+			return 0, 0, errors.New("no shard index in the environment: set JOB_COMPLETION_INDEX (a Kubernetes Indexed Job does) or CI_NODE_INDEX and CI_NODE_TOTAL (a CI's parallel job), or give i/n")
+		}
+		if err != nil {
+			return 0, 0, fmt.Errorf("the shard index in the environment is not a number: %v", err)
+		}
+		if !ok {
+			return 0, 0, errors.New("auto needs the shard count: auto/n (CI_NODE_TOTAL is not set)")
+		}
+		a = strconv.Itoa(i)
+	}
 	i, err1 := strconv.Atoi(a)
 	n, err2 := strconv.Atoi(b)
 	if !ok || err1 != nil || err2 != nil || n < 1 || i < 1 || i > n {
-		return 0, 0, errors.New("want i/n with 1 ≤ i ≤ n, e.g. 2/3")
+		return 0, 0, errors.New("want i/n with 1 ≤ i ≤ n, e.g. 2/3, or auto[/n] with the index from the environment")
 	}
 	return i, n, nil
 }

@@ -198,6 +198,60 @@ func TestShardsRunInParallelAndMerge(t *testing.T) {
 		!strings.Contains(errb.String(), "2/2 missing") {
 		t.Fatalf("merge of one of two shards: exit %d, %q", code, errb.String())
 	}
+	checkJudgesStoredRunsAgain(t, merged, m.Entries[0].Dir)
+}
+
+// checkJudgesStoredRunsAgain runs -check over a merged matrix: judged
+// again, every run keeps its verdict; a run whose stored verdict is not
+// what today's checkers say of its history (as after a checker fix) gets
+// today's, in its results.json and in the summary, and nothing starts.
+func checkJudgesStoredRunsAgain(t *testing.T, root, stale string) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-check", root}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "judged 3 stored run(s) again: 0 changed verdict") {
+		t.Fatalf("-check of a fresh matrix: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+	// What an older checker said of the run: a double holder it saw in a
+	// fault-free history, and so no match.
+	path := filepath.Join(stale, "results.json")
+	var res map[string]any
+	b, err := os.ReadFile(path)
+	if err == nil {
+		err = json.Unmarshal(b, &res)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	res["outcome"], res["matched"], res["observations"] = "unsafe", false, []string{"double-holder"}
+	if b, err = json.Marshal(res); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	if code := run(context.Background(), []string{"-check", root}, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "was unsafe (did not match), now safe (matched)") ||
+		!strings.Contains(out.String(), "1 changed verdict") {
+		t.Fatalf("-check of a stale verdict: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+	var m struct{ Matched, Total int }
+	if b, err = os.ReadFile(filepath.Join(root, "summary.json")); err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil || m.Matched != 3 || m.Total != 3 {
+		t.Fatalf("summary after -check: %d of %d matched (%v)", m.Matched, m.Total, err)
+	}
+	// One run's directory is judged alone; a directory with no run is bad
+	// input.
+	out.Reset()
+	if code := run(context.Background(), []string{"-check", stale}, &out, &errb); code != 0 || !strings.Contains(out.String(), "judged 1 stored run(s)") {
+		t.Fatalf("-check of one run: exit %d:\n%s", code, out.String())
+	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"-check", t.TempDir()}, &out, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("-check of an empty dir: exit %d, %q", code, errb.String())
+	}
 }
 
 // asCommand, set in a child's environment, makes this test binary run the
@@ -754,5 +808,60 @@ func TestStatusLineSaysWhoWaitsForSeats(t *testing.T) {
 	tr.mu.Unlock()
 	if n := len([]rune(got)); n != 39 || !strings.HasSuffix(got, "…") {
 		t.Fatalf("status line on 40 columns: %d runes, %q", n, got)
+	}
+}
+
+// A shard's index comes from the flag, or from the engine that started
+// the copy: a Kubernetes Indexed Job counts from 0, a CI's parallel job
+// from 1 and says the count too.
+func TestShardFromTheEnvironment(t *testing.T) {
+	env := func(kv ...string) func(string) string {
+		return func(k string) string {
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i] == k {
+					return kv[i+1]
+				}
+			}
+			return ""
+		}
+	}
+	good := []struct {
+		flag string
+		env  func(string) string
+		i, n int
+	}{
+		{"2/3", env(), 2, 3},
+		{"auto/4", env("JOB_COMPLETION_INDEX", "0"), 1, 4},
+		{"auto/4", env("JOB_COMPLETION_INDEX", "3", "CI_NODE_INDEX", "1"), 4, 4},
+		{"auto", env("CI_NODE_INDEX", "2", "CI_NODE_TOTAL", "5"), 2, 5},
+		{"auto/3", env("CI_NODE_INDEX", "3", "CI_NODE_TOTAL", "5"), 3, 3},
+	}
+	for _, c := range good {
+		i, n, err := parseShard(c.flag, c.env)
+		if err != nil || i != c.i || n != c.n {
+			t.Errorf("-shard %s: %d/%d, %v; want %d/%d", c.flag, i, n, err, c.i, c.n)
+		}
+	}
+	bad := []struct {
+		flag string
+		env  func(string) string
+	}{
+		{"auto/4", env()},
+		{"auto", env("JOB_COMPLETION_INDEX", "1")},
+		{"auto/4", env("JOB_COMPLETION_INDEX", "4")},
+		{"auto/4", env("JOB_COMPLETION_INDEX", "one")},
+		{"0/3", env()},
+		{"3", env()},
+	}
+	for _, c := range bad {
+		if i, n, err := parseShard(c.flag, c.env); err == nil {
+			t.Errorf("-shard %s: %d/%d, want an error", c.flag, i, n)
+		}
+	}
+	var errb bytes.Buffer
+	t.Setenv("JOB_COMPLETION_INDEX", "")
+	t.Setenv("CI_NODE_INDEX", "")
+	if code := run(context.Background(), []string{"-shard", "auto/2", "-out", t.TempDir()}, &bytes.Buffer{}, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
+		t.Fatalf("-shard auto with nothing in the environment: exit %d, %q", code, errb.String())
 	}
 }

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/locktorture/locktorture/report"
+)
+
+// checkStored judges the runs stored under dir again (report.Check) and
+// says, run by run, what changed. Exit status: 0 every run judged again
+// met its expectation, 1 some did not or could not be judged, 2 no run
+// stored there.
+func checkStored(dir string, stdout, stderr io.Writer) int {
+	if _, err := os.Stat(dir); err != nil {
+		fmt.Fprintf(stderr, "run: -check %s: %v\n", dir, errors.Unwrap(err))
+		return 2
+	}
+	runs, err := report.Check(dir)
+	if len(runs) == 0 {
+		fmt.Fprintf(stderr, "run: -check: %v\n", err)
+		return 2
+	}
+	code, changed := 0, 0
+	for _, r := range runs {
+		switch {
+		case r.Err != nil:
+			code = 1
+			fmt.Fprintf(stdout, "%s: left as it was: %v\n", r.Dir, r.Err)
+		case r.Changed():
+			changed++
+			fmt.Fprintf(stdout, "%s / %s: was %s (%s), now %s (%s)  %s\n", r.Scenario, r.Lock, r.Before, matchWord(r.WasMatched), r.After, matchWord(r.Matched), r.Dir)
+		}
+		if r.Err == nil && !r.Matched {
+			code = 1
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "run: -check: %v\n", err)
+		code = 1
+	}
+	fmt.Fprintf(stdout, "judged %d stored run(s) again: %d changed verdict\n", len(runs), changed)
+	return code
+}
+
+func matchWord(m bool) string {
+	if m {
+		return "matched"
+	}
+	return "did not match"
+}

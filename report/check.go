@@ -1,0 +1,134 @@
+package report
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// Rejudged is one stored run judged again.
+type Rejudged struct {
+	Dir, Scenario, Lock string
+	// Before and After are the outcome stored and the one judged now;
+	// WasMatched and Matched whether each met the expectation.
+	Before, After       verdict.Outcome
+	WasMatched, Matched bool
+	// Err says why the run could not be judged again (a story or lock of
+	// a user's own, a history from before sites); it is left as it was.
+	Err error
+}
+
+// Changed says whether the run's verdict is not what it was.
+func (r Rejudged) Changed() bool {
+	return r.Err == nil && (r.Before != r.After || r.WasMatched != r.Matched)
+}
+
+// Check judges every run stored under root (one run's directory, or a
+// results tree) again with today's checkers, from its history alone, and
+// rewrites what the verdict shows: its results.json, timeline and charts,
+// the summary.json entries that point at it, and the index. No process is
+// started. A run that cannot be judged again is left as it was and
+// reported with its reason.
+func Check(root string) ([]Rejudged, error) {
+	var dirs []string
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if _, err := os.Stat(filepath.Join(path, "results.json")); err == nil {
+			dirs = append(dirs, path)
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(dirs) == 0 {
+		return nil, fmt.Errorf("%s holds no stored run (no results.json)", root)
+	}
+	var out []Rejudged
+	for _, dir := range dirs {
+		out = append(out, rejudge(dir))
+	}
+	if err := reviseSummary(root, out); err != nil {
+		return out, err
+	}
+	if len(dirs) == 1 && dirs[0] == root {
+		return out, nil // one run: its own page is its index
+	}
+	return out, WriteIndex(root)
+}
+
+// rejudge judges the run in dir again and rewrites its files.
+func rejudge(dir string) Rejudged {
+	r := Rejudged{Dir: dir}
+	res, err := engine.Load(dir)
+	if err != nil {
+		r.Err = err
+		return r
+	}
+	r.Scenario, r.Lock, r.Before, r.WasMatched = res.Scenario, res.Lock, res.Outcome, res.Matched
+	if res.Outcome == verdict.Interrupted {
+		r.Err = errors.New("interrupted before it was judged")
+		return r
+	}
+	if r.Err = engine.Rejudge(res); r.Err != nil {
+		return r
+	}
+	r.After, r.Matched = res.Outcome, res.Matched
+	r.Err = Write(res)
+	return r
+}
+
+// reviseSummary points root's summary.json, if it has one, at the runs'
+// new verdicts. Its entries name their runs by the path they were run
+// under; a run is known by its last three parts (story, lock, time).
+func reviseSummary(root string, runs []Rejudged) error {
+	path := filepath.Join(root, "summary.json")
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var m Matrix
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	tail := func(dir string) string {
+		parts := strings.Split(filepath.ToSlash(filepath.Clean(dir)), "/")
+		return strings.Join(parts[max(0, len(parts)-3):], "/")
+	}
+	byTail := map[string]Rejudged{}
+	for _, r := range runs {
+		if r.Err == nil {
+			byTail[tail(r.Dir)] = r
+		}
+	}
+	for i, e := range m.Entries {
+		r, ok := byTail[tail(e.Dir)]
+		if e.Dir == "" || !ok {
+			continue
+		}
+		res, err := engine.Load(r.Dir)
+		if err != nil {
+			return err
+		}
+		ne := EntryOf(e.Scenario, e.Lock, res, nil)
+		ne.Dir = e.Dir
+		m.Entries[i] = ne
+	}
+	return WriteSummary(root, m)
+}
