@@ -87,7 +87,7 @@ type single struct {
 	// clockChecked releases with a DEL once the client's clock says the
 	// lease is still valid; release is then unused.
 	clockChecked bool
-	release  func(ctx context.Context, c redis.UniversalClient, key, token string) (bool, error)
+	release      func(ctx context.Context, c redis.UniversalClient, key, token string) (bool, error)
 }
 
 func (l *single) Acquire(ctx context.Context, key string) (locks.Lease, error) {
