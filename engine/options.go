@@ -224,6 +224,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("scenario %s routes every command by hash slot with go-redis's cluster client inside the harness, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
 	case s.Probed && o.Probe == nil:
 		return Plan{}, usagef("scenario %s needs a probe: -probe \"pause|crash OP before|after COMMAND#N\" (package explore lists a lock's)", s.Name)
+	case o.Probe != nil && o.Probe.Check() != nil:
+		return Plan{}, usagef("-probe: %v", o.Probe.Check())
 	case !s.Probed && o.Probe != nil:
 		return Plan{}, usagef("-probe %s: scenario %s takes no probe (scenario boundary does)", o.Probe, s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):

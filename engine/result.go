@@ -100,6 +100,11 @@ func Rejudge(r *Result) error {
 	if err != nil {
 		return fmt.Errorf("%s: ttl %q: %w", r.Dir, r.TTL, err)
 	}
+	if r.Probe != nil {
+		if err := r.Probe.Check(); err != nil {
+			return fmt.Errorf("%s: %w", r.Dir, err)
+		}
+	}
 	// A story's evidence is read from the sites its faults recorded; a
 	// history from before sites would read as vacuous, which it was not.
 	for _, op := range r.Ops {

@@ -40,8 +40,8 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer leave()
 	started := time.Now()
-	dir := filepath.Join(o.Out, s.Name, o.Lock, started.UTC().Format("20060102T150405.000Z"))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := runDir(filepath.Join(o.Out, s.Name, o.Lock), started)
+	if err != nil {
 		return nil, fmt.Errorf("results dir: %w", err)
 	}
 	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
@@ -201,6 +201,28 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	logf("%d ops recorded; checking", len(res.Ops))
 	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected, o.Probe), res.Ops, res.Ready, res.Lateness)
 	return res, nil
+}
+
+// runDir makes a run's own directory under parent, named by its start
+// time: made exclusively, so runs of one pair that start in the same
+// millisecond (boundary runs, side by side) each get their own, the
+// later ones with a suffix.
+func runDir(parent string, started time.Time) (string, error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return "", err
+	}
+	name := started.UTC().Format("20060102T150405.000Z")
+	for i := 1; ; i++ {
+		dir := filepath.Join(parent, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			return dir, nil
+		}
+		if !errors.Is(err, os.ErrExist) || i > 1000 {
+			return "", err
+		}
+		name = fmt.Sprintf("%s-%d", started.UTC().Format("20060102T150405.000Z"), i)
+	}
 }
 
 func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {

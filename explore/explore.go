@@ -48,7 +48,7 @@ type Options struct {
 	// Faults limits the probes to pauses or crashes ("pause", "crash";
 	// empty: both).
 	Faults []string
-	// Logf, when set, hears of each run as it ends.
+	// Logf, when set, hears of each run as it ends; calls never overlap.
 	Logf func(format string, args ...any)
 }
 
@@ -71,6 +71,9 @@ type Coverage struct {
 	Kinds []Kind `json:"kinds"`
 	// Dir is where coverage.json and coverage.txt are.
 	Dir string `json:"dir"`
+	// Flags are the flags the runs were made with beyond the stories'
+	// defaults, for a replay to repeat.
+	Flags string `json:"flags,omitempty"`
 }
 
 // Kind is one op kind's share of an exploration.
@@ -133,11 +136,15 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 	if o.Parallel == 0 {
 		o.Parallel = engine.Seats()
 	}
-	logf := o.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
+	var logMu sync.Mutex
+	logf := func(format string, args ...any) {
+		if o.Logf != nil {
+			logMu.Lock()
+			defer logMu.Unlock()
+			o.Logf(format, args...)
+		}
 	}
-	cov := &Coverage{Lock: o.Run.Lock, Started: time.Now()}
+	cov := &Coverage{Lock: o.Run.Lock, Started: time.Now(), Flags: flags(o.Run)}
 	w := o.Run
 	w.Scenario, w.Probe = "warm-up", nil
 	warm, err := engine.RunUnstarved(ctx, w, logf)
@@ -234,8 +241,9 @@ func (r Run) Line() string {
 	return string(r.Outcome)
 }
 
-// Summary is the kind's coverage in one line: "release: 2 commands (GET#1,
-// DEL#1), 4 boundaries, 4 tried, 4 reached; 1 finding: before DEL#1".
+// Summary is the kind's coverage in one line: "release: 2 command(s)
+// (GET#1, DEL#1), 4 boundaries, 4 tried, 4 reached; 1 finding(s): pause
+// release before DEL#1".
 func (k Kind) Summary() string {
 	if len(k.Commands) == 0 {
 		return fmt.Sprintf("%s: no command seen in the warm-up", k.Op)
@@ -274,10 +282,32 @@ func (c *Coverage) Text(w io.Writer) {
 		for _, r := range k.Runs {
 			fmt.Fprintf(w, "    %-42s %s\n", short(r.Probe.String()), r.Line())
 			if r.Finding != "" {
-				fmt.Fprintf(w, "    %-42s replay: go run ./cmd/run -scenario boundary -lock %s -probe %q (%s)\n", "", c.Lock, r.Probe.String(), r.Dir)
+				fmt.Fprintf(w, "    %-42s replay: go run ./cmd/run -scenario boundary -lock %s%s -probe %q (%s)\n", "", c.Lock, c.Flags, r.Probe.String(), r.Dir)
 			}
 		}
 	}
+}
+
+// flags are the options of o that cmd/run takes as flags and a story
+// would otherwise fill in, as flags.
+func flags(o engine.Options) string {
+	var b strings.Builder
+	if o.Clients > 0 {
+		fmt.Fprintf(&b, " -clients %d", o.Clients)
+	}
+	if o.TTL > 0 {
+		fmt.Fprintf(&b, " -ttl %s", o.TTL)
+	}
+	if o.TimeLimit > 0 {
+		fmt.Fprintf(&b, " -time-limit %s", o.TimeLimit)
+	}
+	if o.Backend != "" && o.Backend != "local" {
+		fmt.Fprintf(&b, " -backend %s", o.Backend)
+	}
+	if o.ClientProcs {
+		b.WriteString(" -client-procs")
+	}
+	return b.String()
 }
 
 // short shortens the scripts' digests in s to 8 digits, for reading; a

@@ -93,6 +93,11 @@ type sent struct {
 }
 
 func newSent(raw []string) sent {
+	if len(raw) > 0 && strings.Contains(raw[0], " ") && len(strings.Fields(raw[0])) > 0 {
+		// redis-py names a command of two words in one argument ("SCRIPT
+		// LOAD") and splits it when it writes it, as Redis reads it.
+		raw = append(strings.Fields(raw[0]), raw[1:]...)
+	}
 	args := make([]string, len(raw))
 	for i, a := range raw {
 		args[i] = strings.ToLower(a)

@@ -44,6 +44,12 @@ type client struct {
 	op *currentOp
 	// atAcquire runs in its next Begin of an acquire (WhenAcquiring).
 	atAcquire func()
+	// learnt names the op kinds of which process learntBy has ended one op: a
+	// process's first op of a kind does its one-time work (a script's
+	// loading, a question about the servers), which the profile leaves
+	// out.
+	learnt   map[string]bool
+	learntBy int
 }
 
 // currentOp is a client's current lock op, as the traps select it.
@@ -164,7 +170,13 @@ func (g *Gate) End(client, process int) (crashed bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if c := g.clients[client]; c != nil && c.op != nil && c.op.process == process {
-		g.profile.note(c.op.f, c.op.cmds)
+		if c.learnt == nil || c.learntBy != process {
+			c.learnt, c.learntBy = map[string]bool{}, process
+		}
+		if c.learnt[c.op.f] {
+			g.profile.note(c.op.f, c.op.cmds)
+		}
+		c.learnt[c.op.f] = true
 		c.op.f, c.op.cmds = "", nil
 		if c.op.cancel != nil {
 			c.op.cancel(nil)

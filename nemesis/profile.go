@@ -168,7 +168,7 @@ func (b Boundary) Trap() *Command {
 	return c
 }
 
-// String is the boundary as -boundary takes it and a report names it:
+// String is the boundary as -probe takes it and a report names it:
 // "release before DEL#1", "acquire after SET NX#2".
 func (b Boundary) String() string {
 	side := "before"
@@ -207,9 +207,9 @@ func ParseBoundary(s string) (Boundary, error) {
 		return bad(fmt.Sprintf("the command ends in #N with 1 ≤ N ≤ %d", maxNth))
 	}
 	b.Command, b.Nth = strings.ToUpper(strings.TrimSpace(cmd)), nth
-	if _, sha, ok := strings.Cut(b.Command, " "); ok && strings.HasPrefix(b.Command, "EVALSHA") {
-		// A script's digest is matched as the client sent it.
-		b.Command = "EVALSHA " + strings.ToLower(sha)
+	if name, sha, ok := strings.Cut(b.Command, " "); ok && strings.HasPrefix(name, "EVALSHA") {
+		// A script's digest is named as the client sent it.
+		b.Command = name + " " + strings.ToLower(sha)
 	}
 	return b, nil
 }

@@ -46,11 +46,24 @@ func ParseProbe(s string) (Probe, error) {
 	return p, nil
 }
 
+// Check says what is wrong with a probe built in code or read from a
+// stored run, in ParseProbe's words: it must read back as itself.
+func (p Probe) Check() error {
+	q, err := ParseProbe(p.String())
+	if err == nil && q != p {
+		err = fmt.Errorf("probe %q: does not read back as itself", p)
+	}
+	return err
+}
+
 // Evidence is the nemesis action that proves the probe happened: its pause
 // or crash, at its command, in its op (a renewal is caught in whatever op
 // is running).
 func (p Probe) Evidence() fault.Evidence {
-	e := fault.Evidence{Op: fault.Pause, Reply: p.At.Reply, Command: strings.ToLower(strings.Fields(p.At.Command)[0])}
+	e := fault.Evidence{Op: fault.Pause, Reply: p.At.Reply}
+	if f := strings.Fields(p.At.Command); len(f) > 0 {
+		e.Command = strings.ToLower(f[0])
+	}
 	if p.Crash {
 		e.Op = fault.Crash
 	}
@@ -93,7 +106,10 @@ func boundaryStories(add func(Scenario)) {
 	})
 }
 
-// boundarySchedule arms the probe's trap half a TTL in. A renewal is sent
+// boundarySchedule arms the probe's trap a TTL in, when clients have taken
+// the lock in turn often enough that the traffic before the fault is a
+// story's (verdict.Vacuity); half a TTL in, on a loaded machine, the first
+// release could spring it with one acquire done. A renewal is sent
 // only while a holder works longer than its watchdog's period, which a
 // tenth of a TTL is not: for a renewal's probe the next holder to work is
 // stalled for 0.8 TTL first, its watchdog running, so the renewal it sends
@@ -104,7 +120,7 @@ func boundarySchedule(e *Env) (nemesis.Schedule, error) {
 	}
 	var sched nemesis.Schedule
 	if e.Probe.At.In == nemesis.Renewal {
-		sched = append(sched, e.Gate.ArmStep(e.TTLs(0.5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true}))
+		sched = append(sched, e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true}))
 	}
 	t := nemesis.Trap{Command: e.Probe.At.Trap(), Client: nemesis.AnyClient, Crash: e.Probe.Crash}
 	if !t.Crash {
@@ -115,5 +131,5 @@ func boundarySchedule(e *Env) (nemesis.Schedule, error) {
 			return nil
 		}
 	}
-	return append(sched, e.Gate.ArmStep(e.TTLs(0.5), t)), nil
+	return append(sched, e.Gate.ArmStep(e.TTL, t)), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -73,7 +72,7 @@ func exploreBoundaries(ctx context.Context, base engine.Options, names []string,
 		}
 	}
 	if err := report.WriteIndex(base.Out); err != nil {
-		fmt.Fprintf(os.Stderr, "run: %v\n", err)
+		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 1
 	}
 	return code

@@ -503,7 +503,7 @@ func parseShard(s string, getenv func(string) string) (int, int, error) {
 			return 0, 0, fmt.Errorf("the shard index in the environment is not a number: %v", err)
 		}
 		if !ok {
-			return 0, 0, errors.New("auto needs the shard count: auto/n (CI_NODE_TOTAL is not set)")
+			return 0, 0, errors.New("auto needs the shard count: auto/n (or CI_NODE_TOTAL beside CI_NODE_INDEX)")
 		}
 		a = strconv.Itoa(i)
 	}

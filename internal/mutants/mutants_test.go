@@ -99,14 +99,16 @@ func TestMutantStoriesPassTheCorrectLock(t *testing.T) {
 }
 
 // Random exploration finds the split release by itself: seed 2 draws three
-// pauses between the commands of a release, the GET-then-DEL mutant breaks
+// pauses at command boundaries of a release, the GET-then-DEL mutant breaks
 // its promise under faults a lock like it claims to survive (what set-nx-px
 // claims), and the correct lock, under the same schedule, does not. A late
 // DEL that deletes the next holder's key has that holder's release refused
 // while its lease is still promised (lease-lost), whether or not a third
 // client gets in before it ends (promise-broken, a race the holder's short
 // work often wins). With holders working a tenth of a TTL the key is held
-// when the DEL lands nearly every time, and seed 2 draws three such traps.
+// when the DEL lands nearly every time. Which command and which side of it
+// each trap stands at is drawn from the seed too; of seeds 1 to 10, 2, 4
+// and 7 find the mistake.
 func TestRandomFindsTheSplitRelease(t *testing.T) {
 	setnxpx, err := locks.Lookup("set-nx-px")
 	if err != nil {
