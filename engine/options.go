@@ -58,6 +58,9 @@ type Options struct {
 	// first; a Custom lock needs a program that knows it, as locktest
 	// arranges).
 	Worker func(lock string) *exec.Cmd
+	// Params set the story's parameters (scenario.Param) by name; the
+	// others keep their defaults.
+	Params map[string]float64
 	// Probe is a boundary run's fault (scenario boundary, package
 	// explore): where one client is caught and what is done to it.
 	Probe *scenario.Probe
@@ -169,6 +172,21 @@ func Resolve(o Options) (Plan, error) {
 	if !ok {
 		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
 	}
+	params := map[string]float64{}
+	for _, p := range s.Params {
+		params[p.Name] = p.Default
+	}
+	for name, v := range o.Params {
+		p, ok := s.Param(name)
+		switch {
+		case !ok:
+			return Plan{}, usagef("scenario %s has no parameter %q (it has: %s)", s.Name, name, paramNames(s))
+		case v < p.Min || v > p.Max:
+			return Plan{}, usagef("%s=%g: scenario %s is told with %s from %g to %g %s", name, v, s.Name, name, p.Min, p.Max, p.Unit)
+		}
+		params[name] = v
+	}
+	o.Params = params
 	if o.Clients == 0 {
 		o.Clients = s.Clients
 	}
@@ -233,6 +251,18 @@ func Resolve(o Options) (Plan, error) {
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
 	}
 	return Plan{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
+}
+
+// paramNames lists a story's parameters, or says it has none.
+func paramNames(s scenario.Scenario) string {
+	if len(s.Params) == 0 {
+		return "none"
+	}
+	var names []string
+	for _, p := range s.Params {
+		names = append(names, p.Name)
+	}
+	return strings.Join(names, ", ")
 }
 
 // kindPersists says whether a node of the named server kind runs with

@@ -39,6 +39,8 @@ type Result struct {
 	// Schedule lists the nemesis steps, so a random run can be read and
 	// replayed (same seed, same steps).
 	Schedule string `json:"schedule,omitempty"`
+	// Params are the story's parameters as the run was told with them.
+	Params map[string]float64 `json:"params,omitempty"`
 	// Probe is a boundary run's fault.
 	Probe *scenario.Probe `json:"probe,omitempty"`
 	// Commands are what the clients' ops sent, op kind by op kind, as the

@@ -45,7 +45,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return nil, fmt.Errorf("results dir: %w", err)
 	}
 	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
-		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe}
+		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return res, err
@@ -57,7 +57,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	defer cl.Close()
-	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock", Probe: o.Probe}
+	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock", Probe: o.Probe, Params: o.Params}
 	var lockNodes []cluster.NodeOptions
 	for i := 1; i <= info.Nodes && !s.Topology.Cluster; i++ {
 		name := fmt.Sprintf("n%d", i)

@@ -62,6 +62,42 @@ type Env struct {
 	Key string
 	// Probe is a boundary run's fault (Scenario.Probed), nil otherwise.
 	Probe *Probe
+	// Params are the story's parameters (Scenario.Params), each its
+	// default or the value a run or a sweep gave it.
+	Params map[string]float64
+}
+
+// Param is a number a story's schedule is told with, which a run may set
+// (engine.Options.Params) and a sweep varies (package sweep): how long a
+// holder is paused, how far a clock jumps.
+type Param struct {
+	Name string `json:"name"`
+	// Unit is what the number counts: "TTLs", say.
+	Unit string `json:"unit"`
+	// Default is the value the story is told with.
+	Default float64 `json:"default"`
+	// Min and Max bound the values at which the story still plays out in
+	// its time limit.
+	Min float64 `json:"min"`
+	Max float64 `json:"max"`
+	// Threshold, when set, is where the story's outcome turns for a lease
+	// (a pause of 1 TTL): a sweep's plot marks it.
+	Threshold float64 `json:"threshold,omitempty"`
+	// Help says what the number is.
+	Help string `json:"help"`
+}
+
+// Param is the value of the story's parameter name in this run.
+func (e *Env) Param(name string) float64 { return e.Params[name] }
+
+// Param finds the story's parameter name.
+func (s Scenario) Param(name string) (Param, bool) {
+	for _, p := range s.Params {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return Param{}, false
 }
 
 // Scenario is one failure story.
@@ -122,6 +158,9 @@ type Scenario struct {
 	// Traffic is the least traffic around the fault (zero: the default
 	// floor of verdict.Vacuity).
 	Traffic verdict.Traffic
+	// Params are the numbers the schedule is told with that a run may set
+	// and a sweep vary (Env.Param reads them).
+	Params []Param
 	// Schedule builds the faults.
 	Schedule func(*Env) (nemesis.Schedule, error)
 }

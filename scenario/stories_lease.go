@@ -27,11 +27,20 @@ func leaseStories(add func(Scenario)) {
 
 	pausedHolder := func(e *Env) (nemesis.Schedule, error) {
 		// Warm up one TTL, then stop the next client to reach the write
-		// for 2.5 TTLs, whole (connections, watchdog and all), as a GC
-		// pause would.
-		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5)})}, nil
+		// for the pause (2.5 TTLs), whole (connections, watchdog and all),
+		// as a GC pause would.
+		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(e.Param("pause"))})}, nil
 	}
+	// The pause is what a sweep of K1 varies: a lease survives any pause
+	// shorter than what is left of it, and none longer.
+	pausedHolderParams := []Param{{Name: "pause", Unit: "TTLs", Default: 2.5, Min: 0.05, Max: 4, Threshold: 1,
+		Help: "how long the holder is paused inside its critical section"}}
 	pausedHolderRequires := []fault.Evidence{{Op: fault.Pause, Point: workloads.BeforeWrite}}
+	// No attempt need complete during the pause: one shorter than the
+	// lease (a sweep's point below the threshold) holds every other client
+	// in its acquire, which is the story told right, not too little
+	// traffic.
+	pausedHolderTraffic := verdict.Traffic{Before: 3, After: 3}
 	k1 := expect(
 		all(ownerChecked, watchdogLocks), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
 			Why: "no lease stops a paused holder: its lease lapses, a successor writes, the holder wakes and writes too (Kleppmann); the lock kept its own promise, the client did not"},
@@ -55,6 +64,8 @@ func leaseStories(add func(Scenario)) {
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
 		Expect:   k1,
 		Requires: pausedHolderRequires,
+		Traffic:  pausedHolderTraffic,
+		Params:   pausedHolderParams,
 		Schedule: pausedHolder,
 	})
 
@@ -79,6 +90,8 @@ func leaseStories(add func(Scenario)) {
 				Why: "the holder's process is alive and reaches its service, so its session lives on while the write is delayed: nobody else gets the lock"},
 		),
 		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
+		Params: []Param{{Name: "delay", Unit: "TTLs", Default: 0.75, Min: 0, Max: 2,
+			Help: "how long each of client 0's requests to the store is held up on its way out"}},
 		// The delay begins after 2 TTLs, not 1: five clients' first RedLock
 		// round can split the votes and fail only after a whole wait, and
 		// under load no attempt had completed before a 1-TTL delay. It ends
@@ -89,7 +102,7 @@ func leaseStories(add func(Scenario)) {
 			peer := e.Clients[0]
 			return nemesis.Schedule{
 				act(e.TTLs(2), "delay client 0's requests to the store", func(context.Context) error {
-					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.TTLs(0.75), 0)
+					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.TTLs(e.Param("delay")), 0)
 				}),
 				e.Gate.WhenAcquiring(e.TTLs(5), 0, "end the delay", func(context.Context) error { return e.Nemesis.Latency(peer, "store", 0, 0) }),
 			}, nil
@@ -104,6 +117,8 @@ func leaseStories(add func(Scenario)) {
 		Expect: expect(all([]string{"set-nx-px-fenced"}, fencedSessions), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected}, Hide: []string{"stale-write"},
 			Why: "two clients believe they hold the lock, but tokens strictly increase and the store keeps itself consistent"}),
 		Requires: pausedHolderRequires,
+		Traffic:  pausedHolderTraffic,
+		Params:   pausedHolderParams,
 		Schedule: pausedHolder,
 	})
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/sweep"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/worker"
 )
@@ -73,12 +74,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		merge     = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
 		probe     = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
 		explore   = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
+		sweepSpec = fs.String("sweep", "", "run one -scenario across a range of one of its parameters, `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
+		runs      = fs.Int("runs", 10, "runs a point of a -sweep gets, for each lock")
 		verbose   = fs.Bool("v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-v] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -102,7 +105,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch {
 		case bad != "":
 		case f.Name == "clients" && *clients <= 0, f.Name == "ttl" && *ttl <= 0, f.Name == "time-limit" && *timeLimit <= 0,
-			f.Name == "parallel" && *parallel < 1:
+			f.Name == "parallel" && *parallel < 1, f.Name == "runs" && *runs < 1:
 			bad = fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", f.Name, f.Value)
 		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "service" || f.Name == "out" || f.Name == "backend") && strings.TrimSpace(f.Value.String()) == "":
 			bad = fmt.Sprintf("-%s is empty (omit the flag for the default)", f.Name)
@@ -120,6 +123,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *merge != "" {
+		if dirs := split(*merge); len(dirs) > 0 && isSweepShard(dirs[0]) {
+			sw, err := sweep.Merge(dirs, *out)
+			if err != nil {
+				fmt.Fprintf(stderr, "run: -merge: %v\n", err)
+				return 1
+			}
+			return printSweep(sw, stdout, *out)
+		}
 		return mergeShards(split(*merge), *out, stdout, stderr)
 	}
 	if gone, err := cluster.RemoveLeftovers(""); err == nil && len(gone) > 0 {
@@ -136,6 +147,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		base.Probe = &p
+	}
+	if *sweepSpec != "" {
+		if len(split(*scenarios)) != 1 || *scenarios == "all" {
+			fmt.Fprintln(stderr, "run: -sweep runs one story: name it with -scenario")
+			return 2
+		}
+		base.Scenario = *scenarios
+		return runSweep(ctx, base, *sweepSpec, *runs, split(*lockNames), *shard, *parallel, stdout, stderr)
 	}
 	if *explore {
 		if given["scenario"] || given["probe"] || given["shard"] {
@@ -154,7 +173,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	full := *scenarios == "all" && *lockNames == "" || *shard != ""
 	if *shard != "" {
 		given := *shard
-		i, n, err := parseShard(given, os.Getenv)
+		i, n, err := parseShard(given, getenv)
 		if err != nil {
 			fmt.Fprintf(stderr, "run: -shard %s: %v\n", given, err)
 			return 2
@@ -435,6 +454,9 @@ func printList(w io.Writer) {
 		for _, l := range s.Locks() {
 			fmt.Fprintf(w, "  %-18s   %-18s expect %s\n", "", l, s.Expect[l])
 		}
+		for _, p := range s.Params {
+			fmt.Fprintf(w, "  %-18s   param %s (%s; %g, from %g to %g): %s\n", "", p.Name, p.Unit, p.Default, p.Min, p.Max, p.Help)
+		}
 		for _, k := range slices.Sorted(maps.Keys(s.NotFor)) {
 			fmt.Fprintf(w, "  %-18s   not for %s locks: %s\n", "", k, s.NotFor[k])
 		}
@@ -475,6 +497,9 @@ func writable(dir string) error {
 	f.Close()
 	return os.Remove(f.Name())
 }
+
+// getenv is where -shard auto reads its index: the process's environment.
+var getenv = os.Getenv
 
 // parseShard reads "i/n" with 1 ≤ i ≤ n, or "auto" or "auto/n", whose
 // index comes from the engine that started this copy: a Kubernetes

@@ -865,3 +865,44 @@ func TestShardFromTheEnvironment(t *testing.T) {
 		t.Fatalf("-shard auto with nothing in the environment: exit %d, %q", code, errb.String())
 	}
 }
+
+// A sweep of K1's pause in two shards, merged: below the lease no double
+// holder, past it one; the merged table and plot are written, and bad
+// sweeps cost one line.
+func TestSweepShardsMergeIntoOnePlot(t *testing.T) {
+	base := []string{"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=0.5..2.5:2", "-runs", "1"}
+	var dirs []string
+	for _, shard := range []string{"1/2", "2/2"} {
+		dir := t.TempDir()
+		var out, errb bytes.Buffer
+		if code := run(context.Background(), append(base, "-shard", shard, "-out", dir), &out, &errb); code != 0 {
+			t.Fatalf("shard %s: exit %d:\n%s%s", shard, code, out.String(), errb.String())
+		}
+		dirs = append(dirs, dir)
+	}
+	merged := t.TempDir()
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"-merge", strings.Join(dirs, ","), "-out", merged}, &out, &errb); code != 0 {
+		t.Fatalf("merge: exit %d:\n%s%s", code, out.String(), errb.String())
+	}
+	for _, row := range []string{"| set-nx-px | 0.5 | 1 | 0/1 = 0.00", "| set-nx-px | 2.5 | 1 | 1/1 = 1.00"} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("merged table lacks %q:\n%s", row, out.String())
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(merged, "sweeps", "paused-holder", "*", "sweep.png")); len(files) != 1 {
+		t.Errorf("merged plot: %v", files)
+	}
+	for name, args := range map[string][]string{
+		"no such parameter": {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "jump=1..2"},
+		"out of range":      {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=1..40"},
+		"two stories":       {"-scenario", "paused-holder,fencing", "-lock", "set-nx-px", "-sweep", "pause=1..2"},
+		"no lock":           {"-scenario", "paused-holder", "-sweep", "pause=1..2"},
+		"bad range":         {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=2..1"},
+	} {
+		errb.Reset()
+		if code := run(context.Background(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
+			t.Errorf("%s: exit %d, %q", name, code, errb.String())
+		}
+	}
+}

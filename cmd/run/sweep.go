@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strings"
+
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/report"
+	"github.com/locktorture/locktorture/sweep"
+)
+
+// runSweep runs package sweep for one story and the locks named, and
+// prints its table. Exit status: 0 the sweep ran and every run was
+// judged, 1 some run could not be judged (its cell says why), 2 bad
+// usage, 130 interrupted.
+func runSweep(ctx context.Context, base engine.Options, spec string, runs int, locks []string, shard string, parallel int, stdout, stderr io.Writer) int {
+	sp, err := sweep.ParseSpec(spec)
+	if err != nil {
+		fmt.Fprintf(stderr, "run: %v\n", err)
+		return 2
+	}
+	if len(locks) == 0 {
+		fmt.Fprintln(stderr, "run: -sweep needs -lock (one or more locks, one curve each)")
+		return 2
+	}
+	if runs < 1 {
+		fmt.Fprintf(stderr, "run: -runs %d: want at least 1\n", runs)
+		return 2
+	}
+	// Every lock at both ends of the range must resolve before a run starts.
+	for _, l := range locks {
+		for _, v := range []float64{sp.From, sp.To} {
+			o := base
+			o.Lock, o.Params = l, map[string]float64{sp.Param: v}
+			if _, err := engine.Resolve(o); err != nil {
+				fmt.Fprintf(stderr, "run: -sweep: %v\n", err)
+				return 2
+			}
+		}
+	}
+	o := sweep.Options{Run: base, Locks: locks, Spec: sp, Runs: runs, Parallel: parallel,
+		Logf: func(format string, args ...any) { fmt.Fprintf(stdout, format+"\n", args...) }}
+	if shard != "" {
+		if o.Shard, o.Shards, err = parseShard(shard, getenv); err != nil {
+			fmt.Fprintf(stderr, "run: -shard %s: %v\n", shard, err)
+			return 2
+		}
+	}
+	sw, err := sweep.Run(ctx, o)
+	if ctx.Err() != nil {
+		_ = report.WriteIndex(base.Out)
+		return 130
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "run: -sweep: %v\n", err)
+		return 1
+	}
+	return printSweep(sw, stdout, base.Out)
+}
+
+// printSweep prints a sweep's table and where its files are.
+func printSweep(sw *sweep.Sweep, stdout io.Writer, out string) int {
+	var b strings.Builder
+	sw.Table(&b)
+	fmt.Fprintf(stdout, "\n%s\nplot and table in %s (sweep.png, sweep.md)\n", b.String(), sw.Dir)
+	_ = report.WriteIndex(out)
+	for _, c := range sw.Cells {
+		if len(c.Unjudged) > 0 {
+			return 1
+		}
+	}
+	return 0
+}
+
+// isSweepShard says whether dir holds a sweep's results, so -merge joins
+// it as a sweep, not as a matrix.
+func isSweepShard(dir string) bool {
+	files, _ := filepath.Glob(filepath.Join(dir, "sweeps", "*", "*", "sweep.json"))
+	return len(files) > 0
+}

@@ -1,0 +1,381 @@
+// Package sweep runs one story across a range of one of its parameters,
+// many runs per point, and says how likely a violation is at each point,
+// with a 95% Wilson interval: where pass/fail says a lease broke under a
+// 2.5-TTL pause, a sweep shows the pause at which it starts to, and how
+// surely. A sweep's runs are spread over the machine's seats as a matrix's
+// are, and over machines with shards whose files Merge joins.
+package sweep
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/report"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// Spec is the range a sweep covers: Steps values of Param evenly from
+// From to To.
+type Spec struct {
+	Param    string
+	From, To float64
+	Steps    int
+}
+
+// ParseSpec reads PARAM=FROM..TO[:STEPS] (STEPS: 5 when left out).
+func ParseSpec(s string) (Spec, error) {
+	bad := func(why string) (Spec, error) {
+		return Spec{}, fmt.Errorf("-sweep %s: %s (want PARAM=FROM..TO[:STEPS], e.g. pause=0.25..2.5:10)", s, why)
+	}
+	name, rng, ok := strings.Cut(s, "=")
+	if !ok || strings.TrimSpace(name) == "" {
+		return bad("no parameter")
+	}
+	sp := Spec{Param: strings.TrimSpace(name), Steps: 5}
+	rng, steps, hasSteps := strings.Cut(rng, ":")
+	if hasSteps {
+		n, err := strconv.Atoi(steps)
+		if err != nil || n < 2 || n > 100 {
+			return bad("STEPS is a whole number from 2 to 100")
+		}
+		sp.Steps = n
+	}
+	from, to, ok := strings.Cut(rng, "..")
+	var err1, err2 error
+	sp.From, err1 = strconv.ParseFloat(from, 64)
+	sp.To, err2 = strconv.ParseFloat(to, 64)
+	if !ok || err1 != nil || err2 != nil || !(sp.From < sp.To) {
+		return bad("FROM..TO are two numbers, FROM below TO")
+	}
+	return sp, nil
+}
+
+// Values are the points of the range.
+func (s Spec) Values() []float64 {
+	out := make([]float64, s.Steps)
+	for i := range out {
+		v := s.From + (s.To-s.From)*float64(i)/float64(s.Steps-1)
+		out[i] = math.Round(v*1e6) / 1e6
+	}
+	return out
+}
+
+// Options is one sweep.
+type Options struct {
+	// Run is what every run starts from (Scenario, Out, TTL, Clients...);
+	// Lock and Params are set per run.
+	Run   engine.Options
+	Locks []string
+	Spec  Spec
+	// Runs is how many runs each (point, lock) gets.
+	Runs int
+	// Parallel is how many runs go at once (0: the machine's seats).
+	Parallel int
+	// Shard, Shards: run only the jobs k with k%Shards == Shard-1 (1-based;
+	// 0 and 0: every job).
+	Shard, Shards int
+	// Logf, when set, hears of each run as it ends; calls never overlap.
+	Logf func(format string, args ...any)
+}
+
+// Sweep is what a sweep found: sweep.json.
+type Sweep struct {
+	Story string          `json:"story"`
+	Param scenario.Param  `json:"param"`
+	Spec  Spec            `json:"spec"`
+	Runs  int             `json:"runs"`
+	Locks []string        `json:"locks"`
+	TTL   string          `json:"ttl"`
+	Shard string          `json:"shard,omitempty"`
+	Start time.Time       `json:"started"`
+	Cells map[string]Cell `json:"cells"` // by cellKey(lock, value)
+	Dir   string          `json:"dir"`
+	// Parallel is how many runs went at once.
+	Parallel int `json:"parallel"`
+}
+
+// Cell is one lock at one point: its runs and what they showed.
+type Cell struct {
+	// Judged counts the runs that are evidence; the others (vacuous,
+	// starved, failed) are listed in Unjudged and counted in nothing else.
+	Judged int `json:"judged"`
+	// DoubleHolder counts runs in which two clients held the lock at once;
+	// Unsafe runs in which the protected resource was corrupted.
+	DoubleHolder int      `json:"double_holder"`
+	Unsafe       int      `json:"unsafe"`
+	Unjudged     []string `json:"unjudged,omitempty"`
+	Dirs         []string `json:"dirs"`
+}
+
+// Measures are what a sweep counts, as the table and plot name them.
+var Measures = []string{"double holder", "resource corrupted"}
+
+// count is the cell's count of measure m.
+func (c Cell) count(m string) int {
+	if m == Measures[0] {
+		return c.DoubleHolder
+	}
+	return c.Unsafe
+}
+
+func cellKey(lock string, v float64) string { return lock + "@" + strconv.FormatFloat(v, 'g', -1, 64) }
+
+// Run runs the sweep's jobs (every lock at every point, Runs times) and
+// writes sweep.json, sweep.md and the plot under
+// Out/sweeps/<story>/<time>.
+func Run(ctx context.Context, o Options) (*Sweep, error) {
+	s, err := scenario.Lookup(o.Run.Scenario)
+	if err != nil {
+		return nil, err
+	}
+	p, ok := s.Param(o.Spec.Param)
+	if !ok {
+		return nil, fmt.Errorf("-sweep: scenario %s has no parameter %q", s.Name, o.Spec.Param)
+	}
+	if o.Parallel == 0 {
+		o.Parallel = engine.Seats()
+	}
+	sw := &Sweep{Story: s.Name, Param: p, Spec: o.Spec, Runs: o.Runs, Locks: o.Locks, Start: time.Now(),
+		Cells: map[string]Cell{}, Parallel: o.Parallel}
+	if o.Shards > 0 {
+		sw.Shard = fmt.Sprintf("%d/%d", o.Shard, o.Shards)
+	}
+	type job struct {
+		lock string
+		v    float64
+	}
+	var jobs []job
+	for r := 0; r < o.Runs; r++ {
+		for _, v := range o.Spec.Values() {
+			for _, l := range o.Locks {
+				jobs = append(jobs, job{l, v})
+			}
+		}
+	}
+	var mu sync.Mutex
+	logf := func(format string, args ...any) {
+		if o.Logf != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			o.Logf(format, args...)
+		}
+	}
+	for _, l := range o.Locks {
+		for _, v := range o.Spec.Values() {
+			sw.Cells[cellKey(l, v)] = Cell{}
+		}
+	}
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, o.Parallel)
+	for k, j := range jobs {
+		if o.Shards > 0 && k%o.Shards != o.Shard-1 {
+			continue
+		}
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			ro := o.Run
+			ro.Lock, ro.Params = j.lock, map[string]float64{p.Name: j.v}
+			res, err := engine.RunUnstarved(ctx, ro, logf)
+			if err == nil {
+				err = report.Write(res)
+			}
+			mu.Lock()
+			c := sw.Cells[cellKey(j.lock, j.v)]
+			c.add(res, err)
+			sw.Cells[cellKey(j.lock, j.v)] = c
+			if sw.TTL == "" && res != nil {
+				sw.TTL = res.TTL
+			}
+			mu.Unlock()
+			logf("%s %s=%g %s: %s", s.Name, p.Name, j.v, j.lock, line(res, err))
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return sw, err
+	}
+	sw.Dir = filepath.Join(o.Run.Out, "sweeps", s.Name, sw.Start.UTC().Format("20060102T150405.000Z"))
+	return sw, sw.Write()
+}
+
+// add counts one run in the cell.
+func (c *Cell) add(res *engine.Result, err error) {
+	if res != nil {
+		c.Dirs = append(c.Dirs, res.Dir)
+	}
+	switch {
+	case err != nil:
+		c.Unjudged = append(c.Unjudged, "error: "+err.Error())
+	case !res.Outcome.Judged():
+		c.Unjudged = append(c.Unjudged, fmt.Sprintf("%s: %s", res.Outcome, res.Dir))
+	default:
+		c.Judged++
+		if slices.Contains(res.Observations, "double-holder") {
+			c.DoubleHolder++
+		}
+		if res.Outcome == verdict.Unsafe {
+			c.Unsafe++
+		}
+	}
+}
+
+func line(res *engine.Result, err error) string {
+	if err != nil {
+		return "error: " + err.Error()
+	}
+	return fmt.Sprintf("%s %v", res.Outcome, res.Observations)
+}
+
+// Wilson is the 95% Wilson score interval of k successes in n trials: an
+// interval that stays inside [0, 1] and means something at k = 0 or k = n
+// and small n, where the normal approximation does not.
+func Wilson(k, n int) (lo, hi float64) {
+	if n == 0 {
+		return 0, 1
+	}
+	const z = 1.959963984540054
+	p := float64(k) / float64(n)
+	nf := float64(n)
+	den := 1 + z*z/nf
+	mid := (p + z*z/(2*nf)) / den
+	half := z * math.Sqrt(p*(1-p)/nf+z*z/(4*nf*nf)) / den
+	return max(0, mid-half), min(1, mid+half)
+}
+
+// Write writes sweep.json, sweep.md and sweep.png (and .svg) into Dir.
+func (sw *Sweep) Write() error {
+	if err := os.MkdirAll(sw.Dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(sw, "", "  ")
+	if err != nil {
+		return err
+	}
+	var md strings.Builder
+	sw.Table(&md)
+	return errors.Join(os.WriteFile(filepath.Join(sw.Dir, "sweep.json"), append(b, '\n'), 0o644),
+		os.WriteFile(filepath.Join(sw.Dir, "sweep.md"), []byte(md.String()), 0o644),
+		sw.Plot(filepath.Join(sw.Dir, "sweep")))
+}
+
+// Table writes the sweep as a markdown table: per lock and point, the
+// runs judged and each measure's P with its interval.
+func (sw *Sweep) Table(w interface{ WriteString(string) (int, error) }) {
+	w.WriteString(fmt.Sprintf("%s: P(violation) against %s (%s; %d run(s) a point; ttl %s)\n\n", sw.Story, sw.Param.Name, sw.Param.Unit, sw.Runs, sw.TTL))
+	w.WriteString(fmt.Sprintf("| lock | %s | judged | P(double holder) [95%%] | P(resource corrupted) [95%%] | not judged |\n|---|---|---|---|---|---|\n", sw.Param.Name))
+	for _, l := range sw.Locks {
+		for _, v := range sw.Spec.Values() {
+			c := sw.Cells[cellKey(l, v)]
+			var ps []string
+			for _, m := range Measures {
+				k := c.count(m)
+				lo, hi := Wilson(k, c.Judged)
+				ps = append(ps, fmt.Sprintf("%d/%d = %.2f [%.2f, %.2f]", k, c.Judged, frac(k, c.Judged), lo, hi))
+			}
+			w.WriteString(fmt.Sprintf("| %s | %g | %d | %s | %s | %d |\n", l, v, c.Judged, ps[0], ps[1], len(c.Unjudged)))
+		}
+	}
+}
+
+func frac(k, n int) float64 {
+	if n == 0 {
+		return math.NaN()
+	}
+	return float64(k) / float64(n)
+}
+
+// Merge joins the sweep.json of each shard directory in dirs (a shard's
+// -out, or the sweep's own directory) into one sweep under out, and writes
+// it: every shard of the set must be there once, and all must be of one
+// sweep (story, parameter, range, runs, locks).
+func Merge(dirs []string, out string) (*Sweep, error) {
+	var merged *Sweep
+	seen := map[string]bool{}
+	n := 0
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "sweeps", "*", "*", "sweep.json"))
+		if len(files) == 0 {
+			files, _ = filepath.Glob(filepath.Join(d, "sweep.json"))
+		}
+		if len(files) != 1 {
+			return nil, fmt.Errorf("%s: want one sweep.json, found %d", d, len(files))
+		}
+		b, err := os.ReadFile(files[0])
+		if err != nil {
+			return nil, err
+		}
+		var sw Sweep
+		if err := json.Unmarshal(b, &sw); err != nil {
+			return nil, fmt.Errorf("%s: %w", files[0], err)
+		}
+		i, k, err := shardOf(sw.Shard)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", files[0], err)
+		}
+		name := fmt.Sprintf("%d/%d", i, k)
+		if seen[name] {
+			return nil, fmt.Errorf("shard %s given twice", name)
+		}
+		seen[name] = true
+		switch {
+		case merged == nil:
+			n = k
+			merged = &sw
+			merged.Shard = ""
+			continue
+		case k != n || sw.Story != merged.Story || sw.Spec != merged.Spec || sw.Runs != merged.Runs || !slices.Equal(sw.Locks, merged.Locks):
+			return nil, fmt.Errorf("%s: not a shard of the same sweep as %s", files[0], dirs[0])
+		}
+		for key, c := range sw.Cells {
+			m := merged.Cells[key]
+			m.Judged += c.Judged
+			m.DoubleHolder += c.DoubleHolder
+			m.Unsafe += c.Unsafe
+			m.Unjudged = append(m.Unjudged, c.Unjudged...)
+			m.Dirs = append(m.Dirs, c.Dirs...)
+			merged.Cells[key] = m
+		}
+	}
+	if merged == nil {
+		return nil, errors.New("no shard given")
+	}
+	for i := 1; i <= n; i++ {
+		if !seen[fmt.Sprintf("%d/%d", i, n)] {
+			return nil, fmt.Errorf("shard %d/%d missing", i, n)
+		}
+	}
+	merged.Dir = filepath.Join(out, "sweeps", merged.Story, merged.Start.UTC().Format("20060102T150405.000Z"))
+	return merged, merged.Write()
+}
+
+// shardOf reads a sweep's shard, "" being the whole sweep as one shard.
+func shardOf(s string) (int, int, error) {
+	if s == "" {
+		return 1, 1, nil
+	}
+	a, b, _ := strings.Cut(s, "/")
+	i, err1 := strconv.Atoi(a)
+	n, err2 := strconv.Atoi(b)
+	if err1 != nil || err2 != nil || i < 1 || i > n {
+		return 0, 0, fmt.Errorf("shard %q is not i/n", s)
+	}
+	return i, n, nil
+}
