@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/locktorture/locktorture/verdict"
 )
@@ -20,4 +21,26 @@ func RunUnstarved(ctx context.Context, o Options, logf func(format string, args 
 	logf("%s / %s starved (%s); its run is kept in %s; running it once more, alone", res.Scenario, res.Lock, res.Starved, res.Dir)
 	o.Alone = true
 	return Run(ctx, o)
+}
+
+// Spread calls run(i) for i from 0 to n-1, at most parallel at once, and
+// returns when every call it started has returned; once ctx ends it starts
+// no more. Exploration and sweeps spread their runs over the machine's
+// seats with it (each run still takes its seat in the room).
+func Spread(ctx context.Context, parallel, n int, run func(i int)) {
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, max(parallel, 1))
+	for i := 0; i < n; i++ {
+		slots <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			run(i)
+		}()
+	}
+	wg.Wait()
 }

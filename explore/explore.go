@@ -184,29 +184,18 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 		}
 		cov.Kinds = append(cov.Kinds, k)
 	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, o.Parallel)
-	for _, j := range jobs {
-		slots <- struct{}{}
-		if ctx.Err() != nil {
-			break
+	engine.Spread(ctx, o.Parallel, len(jobs), func(i int) {
+		j := jobs[i]
+		r := &cov.Kinds[j.kind].Runs[j.run]
+		ro := o.Run
+		ro.Scenario, ro.Probe = "boundary", &r.Probe
+		res, err := engine.RunUnstarved(ctx, ro, logf)
+		if err == nil {
+			err = report.Write(res)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			r := &cov.Kinds[j.kind].Runs[j.run]
-			ro := o.Run
-			ro.Scenario, ro.Probe = "boundary", &r.Probe
-			res, err := engine.RunUnstarved(ctx, ro, logf)
-			if err == nil {
-				err = report.Write(res)
-			}
-			r.record(res, err)
-			logf("%s %s: %s", o.Run.Lock, r.Probe, r.Line())
-		}()
-	}
-	wg.Wait()
+		r.record(res, err)
+		logf("%s %s: %s", o.Run.Lock, r.Probe, r.Line())
+	})
 	if err := ctx.Err(); err != nil {
 		return cov, err
 	}

@@ -177,38 +177,33 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 			sw.Cells[cellKey(l, v)] = Cell{}
 		}
 	}
-	var wg sync.WaitGroup
-	slots := make(chan struct{}, o.Parallel)
-	for k, j := range jobs {
-		if o.Shards > 0 && k%o.Shards != o.Shard-1 {
-			continue
-		}
-		slots <- struct{}{}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			ro := o.Run
-			ro.Lock, ro.Params = j.lock, map[string]float64{p.Name: j.v}
-			res, err := engine.RunUnstarved(ctx, ro, logf)
-			if err == nil {
-				err = report.Write(res)
+	if o.Shards > 0 {
+		var mine []job
+		for k, j := range jobs {
+			if k%o.Shards == o.Shard-1 {
+				mine = append(mine, j)
 			}
-			mu.Lock()
-			c := sw.Cells[cellKey(j.lock, j.v)]
-			c.add(res, err)
-			sw.Cells[cellKey(j.lock, j.v)] = c
-			if sw.TTL == "" && res != nil {
-				sw.TTL = res.TTL
-			}
-			mu.Unlock()
-			logf("%s %s=%g %s: %s", s.Name, p.Name, j.v, j.lock, line(res, err))
-		}()
+		}
+		jobs = mine
 	}
-	wg.Wait()
+	engine.Spread(ctx, o.Parallel, len(jobs), func(i int) {
+		j := jobs[i]
+		ro := o.Run
+		ro.Lock, ro.Params = j.lock, map[string]float64{p.Name: j.v}
+		res, err := engine.RunUnstarved(ctx, ro, logf)
+		if err == nil {
+			err = report.Write(res)
+		}
+		mu.Lock()
+		c := sw.Cells[cellKey(j.lock, j.v)]
+		c.add(res, err)
+		sw.Cells[cellKey(j.lock, j.v)] = c
+		if sw.TTL == "" && res != nil {
+			sw.TTL = res.TTL
+		}
+		mu.Unlock()
+		logf("%s %s=%g %s: %s", s.Name, p.Name, j.v, j.lock, line(res, err))
+	})
 	if err := ctx.Err(); err != nil {
 		return sw, err
 	}
