@@ -172,21 +172,16 @@ func Resolve(o Options) (Plan, error) {
 	if !ok {
 		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
 	}
-	params := map[string]float64{}
-	for _, p := range s.Params {
-		params[p.Name] = p.Default
-	}
 	for name, v := range o.Params {
 		p, ok := s.Param(name)
 		switch {
 		case !ok:
 			return Plan{}, usagef("scenario %s has no parameter %q (it has: %s)", s.Name, name, paramNames(s))
-		case v < p.Min || v > p.Max:
+		case !(v >= p.Min && v <= p.Max): // NaN too
 			return Plan{}, usagef("%s=%g: scenario %s is told with %s from %g to %g %s", name, v, s.Name, name, p.Min, p.Max, p.Unit)
 		}
-		params[name] = v
 	}
-	o.Params = params
+	o.Params = s.ParamsOf(o.Params)
 	if o.Clients == 0 {
 		o.Clients = s.Clients
 	}

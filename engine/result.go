@@ -114,15 +114,18 @@ func Rejudge(r *Result) error {
 			return fmt.Errorf("%s: its history records no fault sites (an older run): it cannot be judged again", r.Dir)
 		}
 	}
-	r.Judgement = verdict.Judge(judgeCase(s, info, ttl, r.Expected, r.Probe), r.Ops, r.Ready, r.Lateness)
+	r.Judgement = verdict.Judge(judgeCase(s, info, ttl, r.Expected, r.Probe, r.Params), r.Ops, r.Ready, r.Lateness)
 	return nil
 }
 
-// judgeCase is what a run of s with the lock info at ttl is judged by; a
-// boundary run's probe must have happened too.
-func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation, probe *scenario.Probe) verdict.Case {
+// judgeCase is what a run of s with the lock info at ttl and params is
+// judged by; a boundary run's probe must have happened too.
+func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation, probe *scenario.Probe, params map[string]float64) verdict.Case {
 	c := verdict.Case{Expected: expected, Checkers: Checkers(s, info, ttl), Requires: s.Requires, Traffic: s.Traffic,
 		Limits: lateness.LimitsFor(ttl)}
+	if s.TrafficAt != nil {
+		c.Traffic = s.TrafficAt(s.ParamsOf(params))
+	}
 	if probe != nil {
 		c.Requires = append(slices.Clone(c.Requires), probe.Evidence())
 	}

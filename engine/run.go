@@ -199,7 +199,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, ErrInterrupted
 	}
 	logf("%d ops recorded; checking", len(res.Ops))
-	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected, o.Probe), res.Ops, res.Ready, res.Lateness)
+	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected, o.Probe, o.Params), res.Ops, res.Ready, res.Lateness)
 	return res, nil
 }
 

@@ -90,6 +90,19 @@ type Param struct {
 // Param is the value of the story's parameter name in this run.
 func (e *Env) Param(name string) float64 { return e.Params[name] }
 
+// ParamsOf is every parameter of the story at set's value, or its default
+// where set has none (a run stored before the story had it).
+func (s Scenario) ParamsOf(set map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for _, p := range s.Params {
+		out[p.Name] = p.Default
+		if v, ok := set[p.Name]; ok {
+			out[p.Name] = v
+		}
+	}
+	return out
+}
+
 // Param finds the story's parameter name.
 func (s Scenario) Param(name string) (Param, bool) {
 	for _, p := range s.Params {
@@ -158,6 +171,10 @@ type Scenario struct {
 	// Traffic is the least traffic around the fault (zero: the default
 	// floor of verdict.Vacuity).
 	Traffic verdict.Traffic
+	// TrafficAt, when set, is the floor at the run's parameters instead:
+	// a fault a sweep shortens below what lets others through leaves
+	// nothing to complete during it.
+	TrafficAt func(params map[string]float64) verdict.Traffic
 	// Params are the numbers the schedule is told with that a run may set
 	// and a sweep vary (Env.Param reads them).
 	Params []Param

@@ -35,7 +35,7 @@ func redlockStories(add func(Scenario)) {
 		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
 		Nodes:  redlockNodes,
 		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While one of them holds its three " +
-			"nodes (whichever locks first), C's clock jumps 10 TTLs forward and C drops the key; the other locks C and its own two.",
+			"nodes (whichever locks first), C's clock jumps 10 TTLs forward (by default) and C drops the key; the other locks C and its own two.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Clock: true},
 		Expect:   expect(redlockLocks, brokenPromise),

@@ -85,7 +85,7 @@ func (sw *Sweep) Plot(path string) (err error) {
 	pad := (sw.Spec.To - sw.Spec.From) * 0.04
 	p.X.Min, p.X.Max = sw.Spec.From-pad, sw.Spec.To+pad
 	if t := sw.Param.Threshold; t > 0 {
-		p.X.Min = math.Min(p.X.Min, t-pad)
+		p.X.Min, p.X.Max = math.Min(p.X.Min, t-pad), math.Max(p.X.Max, t+pad)
 	}
 	for _, ext := range []string{"png", "svg"} {
 		if err := p.Save(9*vg.Inch, 5*vg.Inch, path+"."+ext); err != nil {

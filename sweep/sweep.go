@@ -7,6 +7,7 @@
 package sweep
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -146,6 +147,9 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 	}
 	if o.Parallel == 0 {
 		o.Parallel = engine.Seats()
+	}
+	if o.Run.Out == "" {
+		o.Run.Out = "results" // where the runs go too (engine.Resolve)
 	}
 	sw := &Sweep{Story: s.Name, Param: p, Spec: o.Spec, Runs: o.Runs, Locks: o.Locks, Start: time.Now(),
 		Cells: map[string]Cell{}, Parallel: o.Parallel}
@@ -321,6 +325,9 @@ func Merge(dirs []string, out string) (*Sweep, error) {
 		if err := json.Unmarshal(b, &sw); err != nil {
 			return nil, fmt.Errorf("%s: %w", files[0], err)
 		}
+		if sw.Spec.Steps < 2 || sw.Spec.Steps > 100 || !(sw.Spec.From < sw.Spec.To) {
+			return nil, fmt.Errorf("%s: its range %g..%g:%d is not a sweep's", files[0], sw.Spec.From, sw.Spec.To, sw.Spec.Steps)
+		}
 		i, k, err := shardOf(sw.Shard)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", files[0], err)
@@ -336,9 +343,11 @@ func Merge(dirs []string, out string) (*Sweep, error) {
 			merged = &sw
 			merged.Shard = ""
 			continue
-		case k != n || sw.Story != merged.Story || sw.Spec != merged.Spec || sw.Runs != merged.Runs || !slices.Equal(sw.Locks, merged.Locks):
+		case k != n || sw.Story != merged.Story || sw.Spec != merged.Spec || sw.Runs != merged.Runs || !slices.Equal(sw.Locks, merged.Locks) ||
+			sw.TTL != "" && merged.TTL != "" && sw.TTL != merged.TTL:
 			return nil, fmt.Errorf("%s: not a shard of the same sweep as %s", files[0], dirs[0])
 		}
+		merged.TTL = cmp.Or(merged.TTL, sw.TTL)
 		for key, c := range sw.Cells {
 			m := merged.Cells[key]
 			m.Judged += c.Judged

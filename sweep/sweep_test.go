@@ -22,6 +22,9 @@ func TestWilsonInterval(t *testing.T) {
 	}{{0, 10, 0, 0.2775}, {10, 10, 0.7225, 1}, {5, 10, 0.2366, 0.7634}, {1, 20, 0.0089, 0.2361}}
 	for _, c := range cases {
 		lo, hi := Wilson(c.k, c.n)
+		if p := float64(c.k) / float64(c.n); p < lo || p > hi {
+			t.Errorf("Wilson(%d, %d) = [%.4f, %.4f] leaves out %.2f", c.k, c.n, lo, hi, p)
+		}
 		if math.Abs(lo-c.lo) > 5e-4 || math.Abs(hi-c.hi) > 5e-4 {
 			t.Errorf("Wilson(%d, %d) = [%.4f, %.4f], want [%.4f, %.4f]", c.k, c.n, lo, hi, c.lo, c.hi)
 		}

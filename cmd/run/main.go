@@ -123,7 +123,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *merge != "" {
-		if dirs := split(*merge); len(dirs) > 0 && isSweepShard(dirs[0]) {
+		isSweep, err := sweepShards(split(*merge))
+		if err != nil {
+			fmt.Fprintf(stderr, "run: -merge: %v\n", err)
+			return 2
+		}
+		if dirs := split(*merge); isSweep {
 			sw, err := sweep.Merge(dirs, *out)
 			if err != nil {
 				fmt.Fprintf(stderr, "run: -merge: %v\n", err)
@@ -148,7 +153,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		base.Probe = &p
 	}
+	if given["runs"] && *sweepSpec == "" {
+		fmt.Fprintln(stderr, "run: -runs counts a -sweep's runs a point: give -sweep too")
+		return 2
+	}
 	if *sweepSpec != "" {
+		if given["explore"] || given["probe"] || given["service"] {
+			fmt.Fprintln(stderr, "run: -sweep runs one story over a range of one parameter: drop -explore, -probe and -service")
+			return 2
+		}
 		if len(split(*scenarios)) != 1 || *scenarios == "all" {
 			fmt.Fprintln(stderr, "run: -sweep runs one story: name it with -scenario")
 			return 2

@@ -893,12 +893,19 @@ func TestSweepShardsMergeIntoOnePlot(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(merged, "sweeps", "paused-holder", "*", "sweep.png")); len(files) != 1 {
 		t.Errorf("merged plot: %v", files)
 	}
+	errb.Reset()
+	if code := run(context.Background(), []string{"-merge", dirs[0] + "," + t.TempDir(), "-out", t.TempDir()}, &bytes.Buffer{}, &errb); code != 2 ||
+		strings.Count(errb.String(), "\n") != 1 {
+		t.Errorf("a sweep merged with a directory that holds none: exit %d, %q", code, errb.String())
+	}
 	for name, args := range map[string][]string{
 		"no such parameter": {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "jump=1..2"},
 		"out of range":      {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=1..40"},
 		"two stories":       {"-scenario", "paused-holder,fencing", "-lock", "set-nx-px", "-sweep", "pause=1..2"},
 		"no lock":           {"-scenario", "paused-holder", "-sweep", "pause=1..2"},
 		"bad range":         {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=2..1"},
+		"runs alone":        {"-scenario", "paused-holder", "-lock", "set-nx-px", "-runs", "3"},
+		"sweep and explore": {"-lock", "set-nx-px", "-sweep", "pause=1..2", "-explore"},
 	} {
 		errb.Reset()
 		if code := run(context.Background(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -75,9 +76,24 @@ func printSweep(sw *sweep.Sweep, stdout io.Writer, out string) int {
 	return 0
 }
 
-// isSweepShard says whether dir holds a sweep's results, so -merge joins
-// it as a sweep, not as a matrix.
-func isSweepShard(dir string) bool {
-	files, _ := filepath.Glob(filepath.Join(dir, "sweeps", "*", "*", "sweep.json"))
-	return len(files) > 0
+// sweepShards says whether every one of dirs holds a sweep (its -out, or
+// the sweep's own directory), so -merge joins them as a sweep; a matrix
+// shard holds a summary.json. Some of each, or neither, is an error.
+func sweepShards(dirs []string) (bool, error) {
+	sweeps := 0
+	for _, d := range dirs {
+		nested, _ := filepath.Glob(filepath.Join(d, "sweeps", "*", "*", "sweep.json"))
+		own, _ := filepath.Glob(filepath.Join(d, "sweep.json"))
+		summary, _ := filepath.Glob(filepath.Join(d, "summary.json"))
+		switch {
+		case len(nested)+len(own) > 0 && len(summary) > 0:
+			return false, fmt.Errorf("%s holds both a matrix (summary.json) and a sweep: give each its own -out", d)
+		case len(nested)+len(own) > 0:
+			sweeps++
+		}
+	}
+	if sweeps > 0 && sweeps < len(dirs) {
+		return false, errors.New("some directories hold a sweep and some do not: merge a sweep's shards or a matrix's, not both")
+	}
+	return sweeps > 0, nil
 }
