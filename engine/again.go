@@ -25,8 +25,8 @@ func RunUnstarved(ctx context.Context, o Options, logf func(format string, args 
 
 // Spread calls run(i) for i from 0 to n-1, at most parallel at once, and
 // returns when every call it started has returned; once ctx ends it starts
-// no more. Exploration and sweeps spread their runs over the machine's
-// seats with it (each run still takes its seat in the room).
+// no more. A matrix, an exploration and a sweep spread their runs over the
+// machine's seats with it (each run still takes its seat in the room).
 func Spread(ctx context.Context, parallel, n int, run func(i int)) {
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, max(parallel, 1))
@@ -43,4 +43,17 @@ func Spread(ctx context.Context, parallel, n int, run func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// Serialized is logf (nil: a log that drops everything) made safe to call
+// from runs side by side: their lines never interleave.
+func Serialized(logf func(format string, args ...any)) func(format string, args ...any) {
+	var mu sync.Mutex
+	return func(format string, args ...any) {
+		if logf != nil {
+			mu.Lock()
+			defer mu.Unlock()
+			logf(format, args...)
+		}
+	}
 }

@@ -20,7 +20,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/locktorture/locktorture/engine"
@@ -136,14 +135,7 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 	if o.Parallel == 0 {
 		o.Parallel = engine.Seats()
 	}
-	var logMu sync.Mutex
-	logf := func(format string, args ...any) {
-		if o.Logf != nil {
-			logMu.Lock()
-			defer logMu.Unlock()
-			o.Logf(format, args...)
-		}
-	}
+	logf := engine.Serialized(o.Logf)
 	cov := &Coverage{Lock: o.Run.Lock, Started: time.Now(), Flags: flags(o.Run)}
 	w := o.Run
 	w.Scenario, w.Probe = "warm-up", nil

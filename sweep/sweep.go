@@ -168,14 +168,8 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 			}
 		}
 	}
-	var mu sync.Mutex
-	logf := func(format string, args ...any) {
-		if o.Logf != nil {
-			mu.Lock()
-			defer mu.Unlock()
-			o.Logf(format, args...)
-		}
-	}
+	logf := engine.Serialized(o.Logf)
+	var mu sync.Mutex // the cells and the TTL
 	for _, l := range o.Locks {
 		for _, v := range o.Spec.Values() {
 			sw.Cells[cellKey(l, v)] = Cell{}

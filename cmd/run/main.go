@@ -251,7 +251,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var (
 		noting      sync.Mutex
 		interrupted []string
-		wg          sync.WaitGroup
 	)
 	// runPair runs pair i and puts its entry in the matrix. What the run
 	// logs goes to its block, which the tracker prints whole when the run
@@ -284,24 +283,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		tr.finish(i, res, err, log.Bytes(), freed)
 		matrix.Entries[i] = report.EntryOf(p[0], p[1], res, err)
 	}
-	// At most -parallel runs at once.
-	slots := make(chan struct{}, *parallel)
-	for i := range pairs {
-		// A story whose verdict hangs on timing waits for the machine
-		// alone in engine.Run, whatever runs beside it.
-		slots <- struct{}{}
-		if ctx.Err() != nil {
-			<-slots
-			break
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-slots }()
-			runPair(i)
-		}()
-	}
-	wg.Wait()
+	// At most -parallel runs at once. A story whose verdict hangs on
+	// timing waits for the machine alone in engine.Run, whatever runs
+	// beside it.
+	engine.Spread(ctx, *parallel, len(pairs), runPair)
 	// A starved run is no evidence either way: the machine, not the lock,
 	// ran late. It runs once more, after the others and one at a time, and
 	// says so; its first run stays in -out for anyone who asks why.
