@@ -23,6 +23,8 @@ type Rejudged struct {
 	// Err says why the run could not be judged again (a story or lock of
 	// a user's own, a history from before sites); it is left as it was.
 	Err error
+	// entry is the run as the summary lists it, judged again.
+	entry Entry
 }
 
 // Changed says whether the run's verdict is not what it was.
@@ -87,6 +89,7 @@ func rejudge(dir string) Rejudged {
 		return r
 	}
 	r.After, r.Matched = res.Outcome, res.Matched
+	r.entry = EntryOf(res.Scenario, res.Lock, res, nil)
 	r.Err = Write(res)
 	return r
 }
@@ -122,12 +125,8 @@ func reviseSummary(root string, runs []Rejudged) error {
 		if e.Dir == "" || !ok {
 			continue
 		}
-		res, err := engine.Load(r.Dir)
-		if err != nil {
-			return err
-		}
-		ne := EntryOf(e.Scenario, e.Lock, res, nil)
-		ne.Dir = e.Dir
+		ne := r.entry
+		ne.Scenario, ne.Lock, ne.Dir = e.Scenario, e.Lock, e.Dir
 		m.Entries[i] = ne
 	}
 	return WriteSummary(root, m)
