@@ -45,9 +45,13 @@ type Options struct {
 	// Expect overrides the scenario's expectation for the lock.
 	Expect *verdict.Expectation
 	// Story runs a story of your own instead of a built-in one (Scenario
-	// is then ignored): a Schedule composed from the nemesis pieces the Env
-	// hands it, the evidence it Requires, and Expect or Options.Expect for
-	// what the lock must show. Its Name must not be a built-in's.
+	// is then ignored): a Plan (a scenario file's, see scenario.Parse) or
+	// a Schedule composed from the nemesis pieces the Env hands it, the
+	// evidence it Requires, and Expect or Options.Expect for what the lock
+	// must show. A story with a Plan may take a built-in's name (a file
+	// printed from it, then changed): its runs keep the story they were
+	// told (Result.Told), which -check judges them by. One written in Go
+	// may not.
 	Story *scenario.Scenario
 	// ClientProcs runs every client process as an OS process of its own (a
 	// worker, see package worker), reaching Redis through its own links: a
@@ -140,11 +144,11 @@ func (p Plan) Alone() bool {
 func Resolve(o Options) (Plan, error) {
 	s, err := scenario.Lookup(o.Scenario)
 	if o.Story != nil {
-		if _, err := scenario.Lookup(o.Story.Name); err == nil {
+		if _, err := scenario.Lookup(o.Story.Name); err == nil && o.Story.Plan == nil {
 			return Plan{}, usagef("story %q: a built-in scenario has that name", o.Story.Name)
 		}
-		if o.Story.Name == "" || o.Story.Schedule == nil {
-			return Plan{}, usagef("a story of your own needs a Name and a Schedule")
+		if o.Story.Name == "" || o.Story.Schedule == nil && o.Story.Plan == nil {
+			return Plan{}, usagef("a story of your own needs a Name, and a Plan or a Schedule")
 		}
 		s, err = o.Story.WithDefaults(), nil
 		o.Scenario = s.Name

@@ -43,6 +43,10 @@ type Result struct {
 	Params map[string]float64 `json:"params,omitempty"`
 	// Probe is a boundary run's fault.
 	Probe *scenario.Probe `json:"probe,omitempty"`
+	// Told is the story the run was told, when it was not a built-in one
+	// but a story as data (a scenario file's): -check judges the run by
+	// it, whatever the catalogue holds under its name.
+	Told *scenario.Scenario `json:"told,omitempty"`
 	// Commands are what the clients' ops sent, op kind by op kind, as the
 	// gate's hooks saw them: what boundary exploration learns a lock's
 	// commands from.
@@ -91,6 +95,12 @@ func (r *Result) Save() error {
 // rejudged this way (their definitions are not stored).
 func Rejudge(r *Result) error {
 	s, err := scenario.Lookup(r.Scenario)
+	if r.Told != nil {
+		if err := r.Told.Check(); err != nil {
+			return fmt.Errorf("%s: the story it was told: %w", r.Dir, err)
+		}
+		s, err = r.Told.WithDefaults(), nil
+	}
 	if err != nil {
 		return err
 	}
@@ -121,11 +131,8 @@ func Rejudge(r *Result) error {
 // judgeCase is what a run of s with the lock info at ttl and params is
 // judged by; a boundary run's probe must have happened too.
 func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation, probe *scenario.Probe, params map[string]float64) verdict.Case {
-	c := verdict.Case{Expected: expected, Checkers: Checkers(s, info, ttl), Requires: s.Requires, Traffic: s.Traffic,
+	c := verdict.Case{Expected: expected, Checkers: Checkers(s, info, ttl), Requires: s.Requires, Traffic: s.TrafficOf(params),
 		Limits: lateness.LimitsFor(ttl)}
-	if s.TrafficAt != nil {
-		c.Traffic = s.TrafficAt(s.ParamsOf(params))
-	}
 	if probe != nil {
 		c.Requires = append(slices.Clone(c.Requires), probe.Evidence())
 	}

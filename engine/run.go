@@ -46,6 +46,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params}
+	if o.Story != nil && o.Story.Plan != nil {
+		res.Told = &s
+	}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return res, err
@@ -134,7 +137,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		env.Clocks = append(env.Clocks, clock)
 		wo.Clients = append(wo.Clients, workloads.Client{Open: procs.opener(i, clock), Clock: clock})
 	}
-	sched, err := s.Schedule(env)
+	sched, err := s.Steps(env)
 	if err != nil {
 		return res, err
 	}

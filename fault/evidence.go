@@ -14,23 +14,23 @@ import (
 // proves nothing either way.
 type Evidence struct {
 	// Op is the nemesis op.
-	Op Op
+	Op Op `json:"op"`
 	// Node is the node acted on, or the node end of the link.
-	Node string
+	Node string `json:"node,omitempty"`
 	// Peer is the other end of the link, or the client whose clock moved.
-	Peer string
+	Peer string `json:"peer,omitempty"`
 	// Point is the named point the process stood at ("before-write").
-	Point string
+	Point string `json:"point,omitempty"`
 	// In is the lock op the process was in (history.Acquire, Release).
-	In string
+	In string `json:"in,omitempty"`
 	// Command is the command the process stood at, by its name as sent
 	// ("del").
-	Command string
+	Command string `json:"command,omitempty"`
 	// Reply, when set, asks for a process caught after a command's reply
 	// arrived and before the lock saw it.
-	Reply bool
+	Reply bool `json:"reply,omitempty"`
 	// Waiting, when set, asks for a process caught waiting inside In.
-	Waiting bool
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // Matches reports whether op is this evidence.

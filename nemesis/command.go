@@ -18,32 +18,32 @@ type Command struct {
 	// In is the lock op the client is in when the command is sent:
 	// history.Acquire, history.Release, or "" for any (a watchdog's
 	// renewal between ops included).
-	In string
+	In string `json:"in,omitempty"`
 	// Match is one or more alternatives separated by "|", each a command
 	// name followed by arguments it must carry, case-insensitive:
 	// "SETNX|SET NX", "EVAL|EVALSHA", "DEL". Empty: any command.
-	Match string
+	Match string `json:"match,omitempty"`
 	// After requires the command just before this one, in the same op and
 	// on the same key, to match this (same syntax): "GET" with Match "DEL"
 	// is the DEL of a compare-then-delete written as two commands.
-	After string
+	After string `json:"after,omitempty"`
 	// Nth springs on the Nth command of the op that matches (1-based);
 	// 0 springs on every match.
-	Nth int
+	Nth int `json:"nth,omitempty"`
 	// Reply springs after the reply arrived and before the lock sees it
 	// (the client reads its replies late, K6); otherwise before the command
 	// is written (it leaves late, or never).
-	Reply bool
+	Reply bool `json:"reply,omitempty"`
 	// Succeeded springs only on a reply that is neither an error nor nil,
 	// zero or false: the SETNX that took the key, not the one refused.
-	Succeeded bool
+	Succeeded bool `json:"succeeded,omitempty"`
 	// Every springs, at a reply, once Every or more matching commands sent
 	// one after another (no other command of the op between them) have all
 	// replied and succeeded, on the last of their replies to arrive: the
 	// moment a RedLock client has heard OK from every node, whatever order
 	// the replies came in and however many tries came before. Counting
 	// sends instead (Nth) would spring on a try that lost some nodes.
-	Every int
+	Every int `json:"every,omitempty"`
 }
 
 // String says where the trap stands, in the words the history records.

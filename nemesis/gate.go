@@ -129,7 +129,10 @@ func (g *Gate) Err() error {
 	return g.err
 }
 
-func (g *Gate) fail(err error) {
+// Fail records err (when not nil) as Err, unless an earlier error is
+// there: how a fault done outside a schedule's steps (a restart delayed
+// in its own goroutine) says it could not be injected.
+func (g *Gate) Fail(err error) {
 	if err == nil {
 		return
 	}

@@ -90,6 +90,12 @@ func (g *Gate) Disarm() {
 
 // ArmStep is a schedule step that arms t at offset at.
 func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
+	return Step{At: at, Name: t.String(),
+		Do: func(context.Context) error { g.Arm(t); return nil }}
+}
+
+// String says what the trap does and to whom, as a schedule lists it.
+func (t Trap) String() string {
 	what := fmt.Sprintf("pause %s", t.Pause)
 	switch {
 	case t.Crash:
@@ -102,12 +108,15 @@ func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
 	if t.InLease > 0 {
 		what += fmt.Sprintf(" (at most to %s before its lease ends)", t.InLease)
 	}
-	name := fmt.Sprintf("%s the next client at %s", what, t.where())
+	who := "the next client"
+	if t.Client != AnyClient {
+		who = fmt.Sprintf("client %d", t.Client)
+	}
+	name := fmt.Sprintf("%s %s at %s", what, who, t.where())
 	if t.ThenName != "" {
 		name += ", and there " + t.ThenName
 	}
-	return Step{At: at, Name: name,
-		Do: func(context.Context) error { g.Arm(t); return nil }}
+	return name
 }
 
 // take removes and returns the first trap that fits.
@@ -135,7 +144,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	site := &at
 	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
 	if t.Then != nil {
-		g.fail(t.Then(ctx, client, process))
+		g.Fail(t.Then(ctx, client, process))
 	}
 	if t.Crash {
 		g.kill(client, process, target, site)
@@ -157,7 +166,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Site: site}, nil)
 	}
 	if t.After != nil {
-		g.fail(t.After(ctx, client, process))
+		g.Fail(t.After(ctx, client, process))
 	}
 	return nil
 }

@@ -87,7 +87,7 @@ func boundaryStories(add func(Scenario)) {
 		Exploration: true,
 		HoldTTLs:    0.5,
 		Expect:      promise,
-		Schedule:    func(*Env) (nemesis.Schedule, error) { return nil, nil },
+		Plan:        Plan{},
 	})
 	add(Scenario{
 		Name: "boundary",

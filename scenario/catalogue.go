@@ -5,14 +5,11 @@
 package scenario
 
 import (
-	"context"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
-	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 )
 
@@ -98,10 +95,14 @@ func all(names ...[]string) []string {
 	return out
 }
 
-// act is a schedule step doing f at offset at.
-func act(at time.Duration, name string, f func(context.Context) error) nemesis.Step {
-	return nemesis.Step{At: at, Name: name, Do: f}
-}
+// step is a plan's step: a at TTLs in.
+func step(at float64, a Action) Step { return Step{At: TTLs(at), Action: a} }
+
+// arm is a plan's step that sets t at TTLs in.
+func arm(at float64, t Trap) Step { return step(at, armed(t)) }
+
+// armed is the action that sets t.
+func armed(t Trap) Action { return Action{Do: "arm", Trap: &t} }
 
 // The server kinds of the locks beside Redis (locks/services), as
 // NotFor names them.

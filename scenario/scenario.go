@@ -14,25 +14,25 @@ import (
 // Topology is how a scenario's lock nodes are set up.
 type Topology struct {
 	// Clock runs every lock node under libfaketime (node clock faults).
-	Clock bool
+	Clock bool `json:"clock,omitempty"`
 	// Persistence is every lock node's.
-	Persistence cluster.Persistence
+	Persistence cluster.Persistence `json:"persistence,omitempty"`
 	// Replicated gives the (single) lock node a replica that replicates
 	// through its own link; clients dial whichever is primary.
-	Replicated bool
+	Replicated bool `json:"replicated,omitempty"`
 	// Sentinel has real redis-sentinel processes watch the replicated
 	// master (Replicated must be set) and fail it over on their own; the
 	// clients ask them for the master, as applications do, instead of
 	// dialling a primary the harness switches by hand.
-	Sentinel bool
+	Sentinel bool `json:"sentinel,omitempty"`
 	// Args are appended to every lock node's command line (a maxmemory
 	// and its eviction policy).
-	Args []string
+	Args []string `json:"args,omitempty"`
 	// Cluster puts the lock in a Redis Cluster: three masters, each with
 	// a replica, sharing the slots; every client routes by slot through
 	// go-redis's cluster client. A single-node lock's key lives on the
 	// master of its slot.
-	Cluster bool
+	Cluster bool `json:"cluster,omitempty"`
 }
 
 // Env is what a scenario's schedule acts on.
@@ -115,71 +115,104 @@ func (s Scenario) Param(name string) (Param, bool) {
 
 // Scenario is one failure story.
 type Scenario struct {
-	Name string
+	Name string `json:"name"`
 	// Story tells what happens, in a sentence or two.
-	Story string
+	Story string `json:"story"`
 	// TTL and Clients are defaults the flags may override; TimeLimitTTLs
 	// is the default time limit in TTLs, MinTimeLimitTTLs the shortest at
 	// which the story can play out.
-	TTL     time.Duration
-	Clients int
+	TTL     time.Duration `json:"-"`
+	Clients int           `json:"clients,omitempty"`
 	// MinTTL, when set, is the shortest lease the story can be told with:
 	// its fault takes seconds of its own (a Sentinel failover), not TTLs.
-	MinTTL time.Duration
+	MinTTL time.Duration `json:"-"`
 	// ExactClients, when set, is the only client count the story works
 	// with (one client on each side of a partition).
-	ExactClients int
+	ExactClients int `json:"exact_clients,omitempty"`
 	// Nodes, when set, is the only lock-node count the story is told with
 	// (its schedule names n1..n5); a lock on another count is refused.
-	Nodes            int
-	TimeLimitTTLs    float64
-	MinTimeLimitTTLs float64
-	Topology         Topology
+	Nodes            int      `json:"nodes,omitempty"`
+	TimeLimitTTLs    float64  `json:"time_limit_ttls"`
+	MinTimeLimitTTLs float64  `json:"min_time_limit_ttls,omitempty"`
+	Topology         Topology `json:"topology,omitzero"`
 	// Expect says, for every lock the story applies to, what it must show.
-	Expect map[string]verdict.Expectation
+	Expect map[string]verdict.Expectation `json:"expect"`
 	// NotFor says, for each server kind (locks.Info.ServerKind) none of
 	// whose locks the story judges, why it cannot apply to them: -list
 	// prints it, so a reader comparing services sees a reason where a
 	// cell is empty, never a silent gap.
-	NotFor map[string]string
+	NotFor map[string]string `json:"not_for,omitempty"`
 	// Fairness adds the fairness checker (the story is about order).
-	Fairness bool
+	Fairness bool `json:"fairness,omitempty"`
 	// HoldTTLs is how long, in TTLs, each client works in its critical
 	// section (0: no time at all).
-	HoldTTLs float64
+	HoldTTLs float64 `json:"hold_ttls,omitempty"`
 	// WaiterTimeoutTTLs is a queued lock's waiter timeout, in TTLs (0: 2).
-	WaiterTimeoutTTLs float64
+	WaiterTimeoutTTLs float64 `json:"waiter_timeout_ttls,omitempty"`
 	// InProcess, when set, says why the story needs its clients inside
 	// the harness's process: -client-procs is refused with it.
-	InProcess string
+	InProcess string `json:"in_process,omitempty"`
 	// Probed says the story takes a Probe (Env.Probe): where one client
 	// is caught and what is done to it there. A run of it without one is
 	// refused, as is a probe for any other story.
-	Probed bool
+	Probed bool `json:"-"`
 	// Exploration marks a story that explores rather than tells: it is
 	// judged against the lock's own fault model (locks.Info.Claims), is
 	// not part of "all", and runs only the locks named for it.
-	Exploration bool
+	Exploration bool `json:"-"`
 	// Alone, when set, says why the story's verdict hangs on timing that a
 	// busy machine would disturb: a matrix run in parallel gives it the
 	// machine to itself.
-	Alone string
+	Alone string `json:"alone,omitempty"`
 	// Requires lists the nemesis actions the story needs to have happened;
 	// the first is its fault, around which Traffic is counted. A run
 	// without them is vacuous.
-	Requires []fault.Evidence
+	Requires []fault.Evidence `json:"requires,omitempty"`
 	// Traffic is the least traffic around the fault (zero: the default
 	// floor of verdict.Vacuity).
-	Traffic verdict.Traffic
+	Traffic verdict.Traffic `json:"traffic,omitzero"`
 	// TrafficAt, when set, is the floor at the run's parameters instead:
 	// a fault a sweep shortens below what lets others through leaves
 	// nothing to complete during it.
-	TrafficAt func(params map[string]float64) verdict.Traffic
+	TrafficAt *TrafficRule `json:"traffic_at,omitempty"`
 	// Params are the numbers the schedule is told with that a run may set
 	// and a sweep vary (Env.Param reads them).
-	Params []Param
-	// Schedule builds the faults.
-	Schedule func(*Env) (nemesis.Schedule, error)
+	Params []Param `json:"params,omitempty"`
+	// Plan is the schedule of faults and traps, as data: what a
+	// scenario file holds.
+	Plan Plan `json:"schedule"`
+	// Schedule, when Plan is nil, builds the faults in code: a schedule
+	// drawn as the run goes (exploration's, from the seed or the probe),
+	// or a story of a user's own written in Go. Such a story has no
+	// file form.
+	Schedule func(*Env) (nemesis.Schedule, error) `json:"-"`
+}
+
+// TrafficRule is a story's traffic floor below a value of one of its
+// parameters.
+type TrafficRule struct {
+	Param   string          `json:"param"`
+	Below   float64         `json:"below"`
+	Traffic verdict.Traffic `json:"traffic"`
+}
+
+// TrafficOf is the least traffic around the story's fault in a run at
+// params (its parameters' values): Traffic, or TrafficAt's floor where
+// the run's parameter is below it.
+func (s Scenario) TrafficOf(params map[string]float64) verdict.Traffic {
+	if r := s.TrafficAt; r != nil && s.ParamsOf(params)[r.Param] < r.Below {
+		return r.Traffic
+	}
+	return s.Traffic
+}
+
+// Steps is the schedule of one run: the plan compiled, or the story's
+// own code.
+func (s Scenario) Steps(e *Env) (nemesis.Schedule, error) {
+	if s.Plan != nil || s.Schedule == nil {
+		return s.Plan.Schedule(e)
+	}
+	return s.Schedule(e)
 }
 
 // TimeLimit is the default time limit at ttl.

@@ -1,8 +1,6 @@
 package scenario
 
 import (
-	"context"
-
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
@@ -28,15 +26,12 @@ func clientStories(add func(Scenario)) {
 				Why: "the dead client's lease runs out (TTL, timestamp, or a watchdog that died with it) and the others carry on"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Crash}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			// The reply that says the key was taken arrives, and the client
-			// dies before it sees it: whatever the lock meant to send next
-			// never leaves.
-			took := &nemesis.Command{In: history.Acquire, Match: "SETNX|SET NX", Reply: true, Succeeded: true}
-			return nemesis.Schedule{
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: took, Client: nemesis.AnyClient, Crash: true}),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Crash: true}),
-			}, nil
+		// The reply that says the key was taken arrives, and the client
+		// dies before it sees it: whatever the lock meant to send next
+		// never leaves.
+		Plan: Plan{
+			arm(1, Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SETNX|SET NX", Reply: true, Succeeded: true}, Client: "any", Crash: true}),
+			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Crash: true}),
 		},
 	})
 
@@ -57,15 +52,11 @@ func clientStories(add func(Scenario)) {
 				Why: "expiry is Redis's (set-nx-px), a constant skew does not change elapsed time (RedLock), the client clock only orders the waiter queue (fair), or no clock is read at all (mutex)"},
 		),
 		Requires: []fault.Evidence{{Op: fault.ClockSkew}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			// Two TTLs of traffic first: five clients' first RedLock round
-			// can split the votes and end empty-handed after a whole wait,
-			// and with one TTL a loaded machine left no lock attempt
-			// completed before the skew (a vacuous run).
-			return nemesis.Schedule{act(e.TTLs(2), "skew client 0's clock +3 TTL", func(context.Context) error {
-				return e.Nemesis.SkewClient(e.Clocks[0], e.TTLs(3))
-			})}, nil
-		},
+		// Two TTLs of traffic first: five clients' first RedLock round can
+		// split the votes and end empty-handed after a whole wait, and with
+		// one TTL a loaded machine left no lock attempt completed before
+		// the skew (a vacuous run).
+		Plan: Plan{step(2, Action{Do: "skew-client", Client: "0", By: TTLs(3)})},
 	})
 
 	add(Scenario{
@@ -81,17 +72,13 @@ func clientStories(add func(Scenario)) {
 				Why: "K1 still happens, but the woken client's release is refused (compare-and-delete, or its own timestamp has expired)"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Pause, Point: workloads.BeforeWrite}, {Op: fault.Stall, Point: workloads.BeforeRelease}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5),
-				// When the sleeper wakes, hold it back from its release a
-				// moment, and make the successor's critical section long, so
-				// the release lands while the successor holds the lock.
-				After: func(_ context.Context, client, _ int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeRelease, Client: client, Pause: e.TTLs(0.2), Stall: true})
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6), Stall: true})
-					return nil
-				}})}, nil
-		},
+		// When the sleeper wakes, hold it back from its release a moment,
+		// and make the successor's critical section long, so the release
+		// lands while the successor holds the lock.
+		Plan: Plan{arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(2.5), Wake: []Action{
+			armed(Trap{Point: workloads.BeforeRelease, Client: "caught", Pause: TTLs(0.2), Stall: true}),
+			armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), Stall: true}),
+		}})},
 	})
 
 	add(Scenario{
@@ -106,18 +93,11 @@ func clientStories(add func(Scenario)) {
 				Why: "the release is one atomic command (or a script that checks the owner): once its first reply is back there is nothing left to go wrong"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Pause, In: history.Release}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			first := &nemesis.Command{In: history.Release, Nth: 1, Reply: true}
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: first, Client: nemesis.AnyClient, Pause: e.TTLs(1.5),
-				// The successor gets in once the paused client's lease lapses
-				// (+1 TTL) and works 0.8 TTL, inside its own lease, so it
-				// still holds the lock when the rest of the release lands
-				// (+1.5 TTL).
-				Then: func(context.Context, int, int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true})
-					return nil
-				}})}, nil
-		},
+		// The successor gets in once the paused client's lease lapses (+1
+		// TTL) and works 0.8 TTL, inside its own lease, so it still holds
+		// the lock when the rest of the release lands (+1.5 TTL).
+		Plan: Plan{arm(1, Trap{Command: &nemesis.Command{In: history.Release, Nth: 1, Reply: true}, Client: "any", Pause: TTLs(1.5),
+			Then: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.8), Stall: true})}})},
 	})
 
 	add(Scenario{
@@ -131,15 +111,11 @@ func clientStories(add func(Scenario)) {
 				Why: "a watchdog renews only while its process runs and reaches Redis: a lapsed holder that keeps working is a double holder"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Pause, Point: workloads.BeforeWrite}, {Op: fault.PartitionStart}, {Op: fault.PartitionEnd}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5)}),
-				e.Gate.ArmStep(e.TTLs(5), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5), Stall: true,
-					Then: func(_ context.Context, client, _ int) error {
-						return e.Nemesis.Partition(nemesis.Grudge{e.Clients[client]: e.Nodes})
-					},
-					After: func(context.Context, int, int) error { return e.Nemesis.Heal() }}),
-			}, nil
+		Plan: Plan{
+			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(2.5)}),
+			arm(5, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(2.5), Stall: true,
+				Then: []Action{{Do: "partition", Cuts: []Cut{{From: "client caught", Nodes: []string{"all"}}}}},
+				Wake: []Action{{Do: "heal"}}}),
 		},
 	})
 	add(Scenario{
@@ -154,9 +130,7 @@ func clientStories(add func(Scenario)) {
 			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex has no lease, so slow work only makes the others wait"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Stall, Point: workloads.BeforeWrite}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(2.5), Stall: true})}, nil
-		},
+		Plan:     Plan{arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(2.5), Stall: true})},
 	})
 
 	add(Scenario{
@@ -179,7 +153,7 @@ func clientStories(add func(Scenario)) {
 			[]string{"reentrant", "set-nx-px"}, verdict.Expectation{Outcome: verdict.Unfair, Show: []string{"overtaken"},
 				Why: "whoever retries (or wakes) first wins: arrival order means nothing"},
 		),
-		Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil },
+		Plan: Plan{},
 	})
 
 	add(Scenario{
@@ -194,8 +168,6 @@ func clientStories(add func(Scenario)) {
 			[]string{"reentrant", "set-nx-px"}, verdict.Expectation{Outcome: verdict.Safe, Why: "nothing queues: a dead waiter holds nothing up"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Crash, In: history.Acquire, Waiting: true}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.CrashWaiter(e.TTLs(3), e.TTLs(0.1))}, nil
-		},
+		Plan:     Plan{step(3, Action{Do: "crash-waiter", For: TTLs(0.1)})},
 	})
 }

@@ -1,14 +1,10 @@
 package scenario
 
 import (
-	"context"
-	"fmt"
 	"slices"
 	"time"
 
-	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
-	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
@@ -54,23 +50,11 @@ func clusterStories(add func(Scenario)) {
 			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			master, replica, err := e.Cluster.Owner(context.Background(), e.Key)
-			if err != nil {
-				return nil, err
-			}
-			return nemesis.Schedule{
-				// The replica replicates through the master's announced
-				// link; blackholed, the replica still believes its link
-				// up, so the cluster promotes it as it would a replica
-				// that lags without knowing it.
-				cutReplication(e, master.Name, replica.Name),
-				failedOver(e, "kill the slot's master and wait for the cluster to promote its replica", master.Name,
-					func(ctx context.Context) error {
-						return e.Nemesis.AwaitClusterPromotion(ctx, e.Cluster, replica.Name, 10*time.Second)
-					}),
-			}, nil
-		},
+		// The replica replicates through the master's announced link;
+		// blackholed, the replica still believes its link up, so the
+		// cluster promotes it as it would a replica that lags without
+		// knowing it.
+		Plan: Plan{cutReplication("slot-master", "slot-replica"), failedOver("slot-master", "slot-replica")},
 	})
 	add(Scenario{
 		Name:   "slot-migration",
@@ -93,41 +77,12 @@ func clusterStories(add func(Scenario)) {
 			"mutex", verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy}, Why: "the control: a mutex between goroutines keeps nothing in Redis"},
 		),
 		Requires: []fault.Evidence{{Op: fault.MigrateStart}, {Op: fault.MigrateEnd}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			master, _, err := e.Cluster.Owner(context.Background(), e.Key)
-			if err != nil {
-				return nil, err
-			}
-			// The slot goes to the next master, then to the one after.
-			next := func(n *cluster.Node) string {
-				for i, m := range e.Cluster.Masters {
-					if m == n {
-						return e.Cluster.Masters[(i+1)%len(e.Cluster.Masters)].Name
-					}
-				}
-				return ""
-			}
-			first := next(master)
-			second := next(e.Nemesis.Node(first))
-			if first == "" || second == "" {
-				return nil, fmt.Errorf("scenario: the key's master %s is no master of the cluster", master.Name)
-			}
-			return nemesis.Schedule{
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-					ThenName: "move the held key's slot in one step",
-					Then: func(ctx context.Context, _, _ int) error {
-						if err := e.Nemesis.MigrateStart(ctx, e.Cluster, e.Key, first); err != nil {
-							return err
-						}
-						return e.Nemesis.MigrateEnd(ctx, e.Cluster, e.Key, first)
-					}}),
-				act(e.TTLs(2), "begin moving the slot again", func(ctx context.Context) error {
-					return e.Nemesis.MigrateStart(ctx, e.Cluster, e.Key, second)
-				}),
-				act(e.TTLs(4), "finish moving it", func(ctx context.Context) error {
-					return e.Nemesis.MigrateEnd(ctx, e.Cluster, e.Key, second)
-				}),
-			}, nil
+		// The slot goes to the next master, then to the one after.
+		Plan: Plan{
+			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any",
+				Then: []Action{{Do: "migrate-start", Node: "slot-master+1"}, {Do: "migrate-end", Node: "slot-master+1"}}}),
+			step(2, Action{Do: "migrate-start", Node: "slot-master+2"}),
+			step(4, Action{Do: "migrate-end", Node: "slot-master+2"}),
 		},
 	})
 }

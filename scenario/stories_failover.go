@@ -1,11 +1,7 @@
 package scenario
 
 import (
-	"context"
-
-	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
-	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
@@ -22,16 +18,13 @@ var (
 // cutReplication is a failover story's opening: the replica stops hearing
 // from the master (its link blackholed, not closed), so a lock taken next
 // lives on the master alone.
-func cutReplication(e *Env, master, replica string) nemesis.Step {
-	repl := cluster.ReplicationPeer(replica)
-	return act(0, "cut replication", func(context.Context) error {
-		return e.Nemesis.Partition(nemesis.Grudge{repl: {master}})
-	})
+func cutReplication(master, replica string) Step {
+	return step(0, Action{Do: "partition", Cuts: []Cut{{From: "replication of " + replica, Nodes: []string{master}}}})
 }
 
 // failedOver is the trap of a failover the servers make on their own
 // (Sentinel, the cluster): the holder waits at its write while master is
-// killed and await sees the replica promoted (it is not paused: its
+// killed and the replica is seen promoted (it is not paused: its
 // watchdog goes on), then stalls, whole, so the others lock on the new
 // master and write first and its write lands on theirs. A lease's holder
 // stalls until just inside its lease, so the others lock within it; a
@@ -41,16 +34,9 @@ func cutReplication(e *Env, master, replica string) nemesis.Step {
 // until an unlock message, which no dead master sends, or until the TTL
 // its last try read runs out (at most one), and must wake inside the
 // stall.
-func failedOver(e *Env, thenName, master string, await func(context.Context) error) nemesis.Step {
-	return e.Gate.ArmStep(e.TTLs(0.1), nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-		Pause: e.TTLs(1.1), InLease: e.TTLs(0.05), MinPause: e.TTLs(0.05),
-		ThenName: thenName,
-		Then: func(ctx context.Context, _, _ int) error {
-			if err := e.Nemesis.KillNode(master); err != nil {
-				return err
-			}
-			return await(ctx)
-		}})
+func failedOver(master, replica string) Step {
+	return arm(0.1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.1), InLease: TTLs(0.05), MinPause: TTLs(0.05),
+		Then: []Action{{Do: "kill", Node: master}, {Do: "await-promotion", Node: replica}}})
 }
 
 // Replication: a lock written to a master that dies before it replicates
@@ -73,22 +59,15 @@ func failoverStories(add func(Scenario)) {
 			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{
-				cutReplication(e, e.Nodes[0], e.Replica),
-				// The holder stalls 1.2 TTLs: a queued waiter of a hash
-				// lock (reentrant, fair) sleeps until the holder's TTL
-				// runs out, as no unlock message comes from a dead
-				// master, and must wake inside the stall. At 0.6 TTL it
-				// did only when its last try happened to be early enough.
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(1.2),
-					Then: func(ctx context.Context, _, _ int) error {
-						if err := e.Nemesis.KillNode(e.Nodes[0]); err != nil {
-							return err
-						}
-						return e.Nemesis.Promote(ctx, e.Primary, e.Replica)
-					}}),
-			}, nil
+		Plan: Plan{
+			cutReplication("primary", "replica"),
+			// The holder stalls 1.2 TTLs: a queued waiter of a hash lock
+			// (reentrant, fair) sleeps until the holder's TTL runs out, as
+			// no unlock message comes from a dead master, and must wake
+			// inside the stall. At 0.6 TTL it did only when its last try
+			// happened to be early enough.
+			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.2),
+				Then: []Action{{Do: "kill", Node: "primary"}, {Do: "promote", Node: "replica"}}}),
 		},
 	})
 }

@@ -1,11 +1,8 @@
 package scenario
 
 import (
-	"context"
-
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/locks"
-	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
@@ -22,15 +19,13 @@ func leaseStories(add func(Scenario)) {
 		Expect: expect(locks.Names(), verdict.Expectation{Outcome: verdict.Safe, Why: "no fault, no violation: a positive here is a harness bug"},
 			"none", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"double-holder"},
 				Why: "the control that locks nothing: if the checkers do not see two holders here, they see nothing"}),
-		Schedule: func(*Env) (nemesis.Schedule, error) { return nil, nil },
+		Plan: Plan{},
 	})
 
-	pausedHolder := func(e *Env) (nemesis.Schedule, error) {
-		// Warm up one TTL, then stop the next client to reach the write
-		// for the pause (2.5 TTLs), whole (connections, watchdog and all),
-		// as a GC pause would.
-		return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(e.Param("pause"))})}, nil
-	}
+	// Warm up one TTL, then stop the next client to reach the write for
+	// the pause (2.5 TTLs), whole (connections, watchdog and all), as a GC
+	// pause would.
+	pausedHolder := Plan{arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: ParamNum("pause")})}
 	// The pause is what a sweep of K1 varies: a lease survives any pause
 	// shorter than what is left of it, and none longer.
 	pausedHolderParams := []Param{{Name: "pause", Unit: "TTLs", Default: 2.5, Min: 0.05, Max: 4, Threshold: 1,
@@ -41,12 +36,7 @@ func leaseStories(add func(Scenario)) {
 	// complete during it. One of 1.5 TTLs or more lets a successor in
 	// during it, as the story tells, and a run in which none got in is
 	// vacuous.
-	pausedHolderTraffic := func(params map[string]float64) verdict.Traffic {
-		if params["pause"] < 1.5 {
-			return verdict.Traffic{Before: 3, After: 3}
-		}
-		return verdict.Traffic{}
-	}
+	pausedHolderTraffic := &TrafficRule{Param: "pause", Below: 1.5, Traffic: verdict.Traffic{Before: 3, After: 3}}
 	k1 := expect(
 		all(ownerChecked, watchdogLocks), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
 			Why: "no lease stops a paused holder: its lease lapses, a successor writes, the holder wakes and writes too (Kleppmann); the lock kept its own promise, the client did not"},
@@ -72,7 +62,7 @@ func leaseStories(add func(Scenario)) {
 		Requires:  pausedHolderRequires,
 		TrafficAt: pausedHolderTraffic,
 		Params:    pausedHolderParams,
-		Schedule:  pausedHolder,
+		Plan:      pausedHolder,
 	})
 
 	add(Scenario{
@@ -104,14 +94,9 @@ func leaseStories(add func(Scenario)) {
 		// while client 0 is inside an acquire: a write still held back when
 		// the delay goes lands at once, ahead of a successor's, and a fenced
 		// store accepts both (a lost update the story does not tell).
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			peer := e.Clients[0]
-			return nemesis.Schedule{
-				act(e.TTLs(2), "delay client 0's requests to the store", func(context.Context) error {
-					return e.Nemesis.LatencyDirection(peer, "store", "upstream", e.TTLs(e.Param("delay")), 0)
-				}),
-				e.Gate.WhenAcquiring(e.TTLs(5), 0, "end the delay", func(context.Context) error { return e.Nemesis.Latency(peer, "store", 0, 0) }),
-			}, nil
+		Plan: Plan{
+			step(2, Action{Do: "latency", Client: "0", Node: "store", Direction: "upstream", For: ParamNum("delay")}),
+			step(5, Action{Do: "when-acquiring", Client: "0", Then: []Action{{Do: "latency", Client: "0", Node: "store"}}}),
 		},
 	})
 
@@ -125,6 +110,6 @@ func leaseStories(add func(Scenario)) {
 		Requires:  pausedHolderRequires,
 		TrafficAt: pausedHolderTraffic,
 		Params:    pausedHolderParams,
-		Schedule:  pausedHolder,
+		Plan:      pausedHolder,
 	})
 }

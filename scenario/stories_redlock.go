@@ -1,9 +1,6 @@
 package scenario
 
 import (
-	"context"
-	"fmt"
-
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
@@ -21,9 +18,7 @@ var redlockLocks = []string{"redlock", "redlock-novalidity", "redsync-redlock"}
 
 // redlockSplit is K4/K5's partition: client 0 reaches n1..n3, client 1
 // reaches n3..n5; n3 (C) is the one node they share.
-func redlockSplit(e *Env) nemesis.Grudge {
-	return nemesis.Grudge{e.Clients[0]: {"n4", "n5"}, e.Clients[1]: {"n1", "n2"}}
-}
+var redlockSplit = step(0, Action{Do: "partition", Cuts: []Cut{{From: "client 0", Nodes: []string{"n4", "n5"}}, {From: "client 1", Nodes: []string{"n1", "n2"}}}})
 
 // The arguments about RedLock: Kleppmann's clock jump (K4) and crash-restart
 // (K5) with antirez's two mitigations, and antirez's late replies (K6).
@@ -45,38 +40,11 @@ func redlockStories(add func(Scenario)) {
 		// length.
 		Params: []Param{{Name: "jump", Unit: "TTLs", Default: 10, Min: 0, Max: 20, Threshold: 1,
 			Help: "how far C's clock jumps forward while a client holds its three nodes"}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			jump := e.TTLs(e.Param("jump"))
-			return nemesis.Schedule{
-				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
-					InLease: e.TTLs(0.1), MinPause: e.TTLs(0.3),
-					Then:     func(context.Context, int, int) error { return e.Nemesis.BumpClock("n3", jump) },
-					ThenName: fmt.Sprintf("jump n3's clock %s forward", jump)}),
-			}, nil
-		},
+		Plan: Plan{redlockSplit, holderInLease(Action{Do: "bump-clock", Node: "n3", By: ParamNum("jump")})},
 	})
 
-	crashRestart := func(delayTTLs float64) func(*Env) (nemesis.Schedule, error) {
-		return func(e *Env) (nemesis.Schedule, error) {
-			delay := e.TTLs(delayTTLs)
-			return nemesis.Schedule{
-				act(0, "split clients across A..E", func(context.Context) error { return e.Nemesis.Partition(redlockSplit(e)) }),
-				e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.6),
-					InLease: e.TTLs(0.1), MinPause: e.TTLs(0.3),
-					Then: func(ctx context.Context, _, _ int) error {
-						if err := e.Nemesis.KillNode("n3"); err != nil {
-							return err
-						}
-						if delay == 0 {
-							return e.Nemesis.RestartNode(ctx, "n3", 0)
-						}
-						go func() { _ = e.Nemesis.RestartNode(context.WithoutCancel(ctx), "n3", delay) }()
-						return nil
-					},
-					ThenName: fmt.Sprintf("kill -9 n3 and restart it after %s", delay)}),
-			}, nil
-		}
+	crashRestart := func(delay float64) Plan {
+		return Plan{redlockSplit, holderInLease(Action{Do: "kill", Node: "n3"}, Action{Do: "restart", Node: "n3", Delay: TTLs(delay)})}
 	}
 	crashRestartRequires := []fault.Evidence{{Op: fault.Kill, Node: "n3"}, {Op: fault.Restart, Node: "n3"}, {Op: fault.PartitionStart}}
 	add(Scenario{
@@ -88,7 +56,7 @@ func redlockStories(add func(Scenario)) {
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Expect:   expect(redlockLocks, brokenPromise),
 		Requires: crashRestartRequires,
-		Schedule: crashRestart(0),
+		Plan:     crashRestart(0),
 	})
 	add(Scenario{
 		Name:          "redlock-crash-restart-delayed",
@@ -100,7 +68,7 @@ func redlockStories(add func(Scenario)) {
 		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "a node that stays down longer than the TTL cannot grant a key some client still holds (antirez's delayed restart)"}),
 		Requires: crashRestartRequires,
-		Schedule: crashRestart(2),
+		Plan:     crashRestart(2),
 	})
 	add(Scenario{
 		Name:          "redlock-crash-restart-fsync",
@@ -113,7 +81,7 @@ func redlockStories(add func(Scenario)) {
 		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "with fsync always the restarted node still holds the key (antirez's mitigation)"}),
 		Requires: crashRestartRequires,
-		Schedule: crashRestart(0),
+		Plan:     crashRestart(0),
 	})
 
 	add(Scenario{
@@ -128,23 +96,16 @@ func redlockStories(add func(Scenario)) {
 			"redlock-novalidity", verdict.Expectation{Outcome: verdict.Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Pause, Reply: true}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			// The trap stands on the client's connections, not in the lock:
-			// when the last of the OKs from every node arrives, the whole
-			// client freezes before the lock sees it. A try that lost a
-			// node to another client does not count: its client holds
-			// nothing to believe in late.
-			last := &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Every: len(e.Nodes), Reply: true}
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Command: last, Client: nemesis.AnyClient, Pause: e.TTLs(1.5),
-				// Nobody can lock until client 1's keys expire (+1 TTL); the
-				// first who does then works for 0.8 TTL, inside its own lease
-				// (+2 TTL), so it is still in its critical section when
-				// client 1 wakes (+1.5 TTL).
-				Then: func(context.Context, int, int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Pause: e.TTLs(0.8), Stall: true})
-					return nil
-				},
-				ThenName: fmt.Sprintf("arm a %s stall of the next holder at %s", e.TTLs(0.8), workloads.BeforeWrite)})}, nil
-		},
+		// The trap stands on the client's connections, not in the lock:
+		// when the last of the OKs from every node arrives, the whole
+		// client freezes before the lock sees it. A try that lost a node
+		// to another client does not count: its client holds nothing to
+		// believe in late. Nobody can lock until client 1's keys expire
+		// (+1 TTL); the first who does then works for 0.8 TTL, inside its
+		// own lease (+2 TTL), so it is still in its critical section when
+		// client 1 wakes (+1.5 TTL).
+		Plan: Plan{arm(1, Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Every: redlockNodes, Reply: true},
+			Client: "any", Pause: TTLs(1.5),
+			Then: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.8), Stall: true})}})},
 	})
 }

@@ -1,11 +1,9 @@
 package scenario
 
 import (
-	"context"
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
-	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 )
 
@@ -49,28 +47,22 @@ func sentinelStories(add func(Scenario)) {
 			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
 		),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			// The cut is a blackhole: the replica's link to the master
-			// looks up until the master dies, and goes down only then (the
-			// link closes the replica's connection when the killed
-			// master's end closes, a few ms after the kill). So the
-			// replica has been cut off from the master, as Sentinel sees
-			// it, only since the kill, well inside how long Sentinel lets
-			// a replica be disconnected and still be promoted (ten
-			// down-after periods plus the time since the master was judged
-			// down): Sentinel promotes it, as it would a replica that lags
-			// behind without knowing it.
-			return nemesis.Schedule{
-				cutReplication(e, e.Nodes[0], e.Replica),
-				// A split vote makes the sentinels wait two failover
-				// timeouts, 4 s, before they vote again (once in 110
-				// runs): such a failover leaves the holder too little of
-				// its lease, and the run is starved.
-				failedOver(e, "kill the master and wait for Sentinel to promote the replica", e.Nodes[0],
-					func(ctx context.Context) error {
-						return e.Nemesis.AwaitSentinelPromotion(ctx, e.Sentinels, e.Replica, 10*time.Second)
-					}),
-			}, nil
+		// The cut is a blackhole: the replica's link to the master looks up
+		// until the master dies, and goes down only then (the link closes
+		// the replica's connection when the killed master's end closes, a
+		// few ms after the kill). So the replica has been cut off from the
+		// master, as Sentinel sees it, only since the kill, well inside how
+		// long Sentinel lets a replica be disconnected and still be
+		// promoted (ten down-after periods plus the time since the master
+		// was judged down): Sentinel promotes it, as it would a replica
+		// that lags behind without knowing it.
+		Plan: Plan{
+			cutReplication("primary", "replica"),
+			// A split vote makes the sentinels wait two failover timeouts,
+			// 4 s, before they vote again (once in 110 runs): such a
+			// failover leaves the holder too little of its lease, and the
+			// run is starved.
+			failedOver("primary", "replica"),
 		},
 	})
 }

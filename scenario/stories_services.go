@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
-	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
@@ -48,14 +47,7 @@ func serviceStories(add func(Scenario)) {
 				Why: "the lock lives on a quorum, which one member's death does not break; the member rejoins from its fsynced log"},
 		),
 		Requires: []fault.Evidence{{Op: fault.PowerLoss, Node: "n1"}, {Op: fault.Restart, Node: "n1"}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return holderInLease(e, "power loss of n1, restarted at once", func(ctx context.Context) error {
-				if err := e.Nemesis.PowerLossNode("n1"); err != nil {
-					return err
-				}
-				return e.Nemesis.RestartNode(ctx, "n1", 0)
-			})
-		},
+		Plan:     Plan{holderInLease(Action{Do: "power-loss", Node: "n1"}, Action{Do: "restart", Node: "n1"})},
 	})
 
 	add(Scenario{
@@ -67,25 +59,13 @@ func serviceStories(add func(Scenario)) {
 		Expect: expect(ensembleLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"}),
 		Requires: []fault.Evidence{{Op: fault.Kill}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			// The holder goes on only once a new leader is there: a
-			// release sent into the election finds no leader, its outcome
-			// is unknown, and the key then blocks the others until its
-			// session lapses, a stall that measures the election's length
-			// on a busy machine rather than the lock. Until then the holder
-			// waits at its point, its session kept alive.
-			return holderInLease(e, "kill -9 the ensemble's leader, and wait until the others elect one", func(ctx context.Context) error {
-				leader, err := leaderOf(ctx, e, "", time.Second)
-				if err != nil {
-					return err
-				}
-				if err := e.Nemesis.KillNode(leader); err != nil {
-					return err
-				}
-				_, err = leaderOf(ctx, e, leader, electionWait)
-				return err
-			})
-		},
+		// The holder goes on only once a new leader is there: a release
+		// sent into the election finds no leader, its outcome is unknown,
+		// and the key then blocks the others until its session lapses, a
+		// stall that measures the election's length on a busy machine
+		// rather than the lock. Until then the holder waits at its point,
+		// its session kept alive.
+		Plan: Plan{holderInLease(Action{Do: "kill-leader"})},
 	})
 
 	add(Scenario{
@@ -108,24 +88,13 @@ func serviceStories(add func(Scenario)) {
 		// the session ends then and whether the holder had released by
 		// that moment decides between safe and lock-unsafe.
 		Requires: []fault.Evidence{{Op: fault.Stall, Point: workloads.BeforeWrite}, {Op: fault.PartitionStart}, {Op: fault.PartitionEnd}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-				Pause: e.TTLs(2.5), Stall: true,
-				Then: func(_ context.Context, client, _ int) error {
-					return e.Nemesis.Partition(nemesis.Grudge{e.Clients[client]: e.Nodes})
-				},
-				ThenName: "cut the holder off from every lock node",
-				// The cut heals when the holder has written and goes to
-				// release: healing it as the work ends would race the
-				// write, and a link that heals may end a session the
-				// cut kept open (PostgreSQL's), freeing the lock under a
-				// holder still at work.
-				After: func(_ context.Context, client, _ int) error {
-					e.Gate.Arm(nemesis.Trap{Point: workloads.BeforeRelease, Client: client,
-						Then: func(context.Context, int, int) error { return e.Nemesis.Heal() }, ThenName: "heal the cut"})
-					return nil
-				}})}, nil
-		},
+		// The cut heals when the holder has written and goes to release:
+		// healing it as the work ends would race the write, and a link
+		// that heals may end a session the cut kept open (PostgreSQL's),
+		// freeing the lock under a holder still at work.
+		Plan: Plan{arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(2.5), Stall: true,
+			Then: []Action{{Do: "partition", Cuts: []Cut{{From: "client caught", Nodes: []string{"all"}}}}},
+			Wake: []Action{armed(Trap{Point: workloads.BeforeRelease, Client: "caught", Then: []Action{{Do: "heal"}}})}})},
 	})
 
 	add(Scenario{
@@ -144,23 +113,17 @@ func serviceStories(add func(Scenario)) {
 				Why: "memcached ticks its item clock from a monotonic clock, which a jump of the wall clock does not move"},
 		),
 		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n1"}},
-		Schedule: func(e *Env) (nemesis.Schedule, error) {
-			return holderInLease(e, fmt.Sprintf("jump n1's clock %s forward", e.TTLs(10)),
-				func(context.Context) error { return e.Nemesis.BumpClock("n1", e.TTLs(10)) })
-		},
+		Plan:     Plan{holderInLease(Action{Do: "bump-clock", Node: "n1", By: TTLs(10)})},
 	})
 }
 
-// holderInLease is the schedule of a fault done to a holder's service
-// (then, named name) as K5 tells it: the next holder to reach its write
-// waits there while the fault happens, then pauses briefly, ending inside
-// its lease, so a lock that forgot the holder has handed the key on before
-// the holder writes.
-func holderInLease(e *Env, name string, then func(context.Context) error) (nemesis.Schedule, error) {
-	return nemesis.Schedule{e.Gate.ArmStep(e.TTL, nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient,
-		Pause: e.TTLs(0.6), InLease: e.TTLs(0.1), MinPause: e.TTLs(0.3),
-		Then:     func(ctx context.Context, _, _ int) error { return then(ctx) },
-		ThenName: name})}, nil
+// holderInLease is the step of a fault done to a holder's service
+// (then) as K5 tells it: the next holder to reach its write waits there
+// while the fault happens, then pauses briefly, ending inside its lease,
+// so a lock that forgot the holder has handed the key on before the
+// holder writes.
+func holderInLease(then ...Action) Step {
+	return arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), InLease: TTLs(0.1), MinPause: TTLs(0.3), Then: then})
 }
 
 // electionWait bounds how long leader-failover waits for the two members

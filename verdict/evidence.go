@@ -13,7 +13,9 @@ import (
 // the history records), and after it. Too little, and a clean verdict says
 // nothing.
 type Traffic struct {
-	Before, During, After int
+	Before int `json:"before,omitempty"`
+	During int `json:"during,omitempty"`
+	After  int `json:"after,omitempty"`
 }
 
 // defaultTraffic holds for every story that states none.

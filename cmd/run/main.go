@@ -57,31 +57,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	var (
-		scenarios = fs.String("scenario", "all", "scenario name(s), comma-separated, or all")
-		lockNames = fs.String("lock", "", "lock name(s), comma-separated (default: every lock the scenario has an expectation for)")
-		services  = fs.String("service", "", "run only the locks on these server kind(s), comma-separated: "+strings.Join(cluster.Kinds(), ", ")+" (default: every kind)")
-		clients   = fs.Int("clients", 0, "number of clients (default: the scenario's)")
-		ttl       = fs.Duration("ttl", 0, "lease time (default: the scenario's)")
-		timeLimit = fs.Duration("time-limit", 0, "how long clients keep working (default: the scenario's)")
-		seed      = fs.Int64("seed", 0, "random seed, stored with the run (default: from the clock)")
-		out       = fs.String("out", "results", "results directory")
-		list      = fs.Bool("list", false, "list scenarios and locks, then exit")
-		backend   = fs.String("backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
-		procs     = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
-		parallel  = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
-		shard     = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines; auto[/n] takes i (and n) from a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a CI's parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
-		check     = fs.String("check", "", "judge every run stored under `DIR` (one run, or a results tree) again with today's checkers and rewrite its verdict and report, starting nothing, then exit")
-		merge     = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
-		probe     = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
-		explore   = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
-		sweepSpec = fs.String("sweep", "", "run one -scenario across a range of one of its parameters, `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
-		runs      = fs.Int("runs", 10, "runs a point of a -sweep gets, for each lock")
-		verbose   = fs.Bool("v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
+		scenarios  = fs.String("scenario", "all", "scenario name(s), comma-separated, or all")
+		lockNames  = fs.String("lock", "", "lock name(s), comma-separated (default: every lock the scenario has an expectation for)")
+		services   = fs.String("service", "", "run only the locks on these server kind(s), comma-separated: "+strings.Join(cluster.Kinds(), ", ")+" (default: every kind)")
+		clients    = fs.Int("clients", 0, "number of clients (default: the scenario's)")
+		ttl        = fs.Duration("ttl", 0, "lease time (default: the scenario's)")
+		timeLimit  = fs.Duration("time-limit", 0, "how long clients keep working (default: the scenario's)")
+		seed       = fs.Int64("seed", 0, "random seed, stored with the run (default: from the clock)")
+		out        = fs.String("out", "results", "results directory")
+		list       = fs.Bool("list", false, "list scenarios and locks, then exit")
+		backend    = fs.String("backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
+		procs      = fs.Bool("client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
+		parallel   = fs.Int("parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
+		shard      = fs.String("shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines; auto[/n] takes i (and n) from a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a CI's parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
+		check      = fs.String("check", "", "judge every run stored under `DIR` (one run, or a results tree) again with today's checkers and rewrite its verdict and report, starting nothing, then exit")
+		merge      = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
+		probe      = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
+		explore    = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
+		sweepSpec  = fs.String("sweep", "", "run one -scenario across a range of one of its parameters, `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
+		runs       = fs.Int("runs", 10, "runs a point of a -sweep gets, for each lock")
+		printStory = fs.String("print-scenario", "", "print the built-in scenario `NAME` as a scenario file (JSON), then exit")
+		storyFiles = fs.String("scenario-file", "", "run the stories of these scenario `FILE`s (comma-separated; -print-scenario writes one) instead of -scenario, each with the locks it expects something of (or -lock)")
+		verbose    = fs.Bool("v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
 	)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-v] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -96,6 +98,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		printList(stdout)
 		return 0
 	}
+	if *printStory != "" {
+		return printScenario(*printStory, stdout, stderr)
+	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	// A flag given with a zero or empty value is a typo, not a wish for
@@ -107,7 +112,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		case f.Name == "clients" && *clients <= 0, f.Name == "ttl" && *ttl <= 0, f.Name == "time-limit" && *timeLimit <= 0,
 			f.Name == "parallel" && *parallel < 1, f.Name == "runs" && *runs < 1:
 			bad = fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", f.Name, f.Value)
-		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "service" || f.Name == "out" || f.Name == "backend") && strings.TrimSpace(f.Value.String()) == "":
+		case (f.Name == "lock" || f.Name == "scenario" || f.Name == "service" || f.Name == "out" || f.Name == "backend" || f.Name == "scenario-file") && strings.TrimSpace(f.Value.String()) == "":
 			bad = fmt.Sprintf("-%s is empty (omit the flag for the default)", f.Name)
 		}
 	})
@@ -153,6 +158,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		base.Probe = &p
 	}
+	var told map[string]*scenario.Scenario
+	if *storyFiles != "" {
+		if given["scenario"] || given["explore"] || given["probe"] || given["sweep"] {
+			fmt.Fprintln(stderr, "run: -scenario-file names the stories to run: drop -scenario, -explore, -probe and -sweep")
+			return 2
+		}
+		var err error
+		if told, *scenarios, err = readStories(split(*storyFiles)); err != nil {
+			fmt.Fprintf(stderr, "run: -scenario-file %v\n", err)
+			return 2
+		}
+	}
 	if given["runs"] && *sweepSpec == "" {
 		fmt.Fprintln(stderr, "run: -runs counts a -sweep's runs a point: give -sweep too")
 		return 2
@@ -176,14 +193,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return exploreBoundaries(ctx, base, split(*lockNames), *parallel, stdout, stderr)
 	}
-	pairs, err := plan(*scenarios, *lockNames, *services)
+	pairs, err := plan(*scenarios, *lockNames, *services, told)
 	if err != nil {
 		fmt.Fprintf(stderr, "run: %v\n", err)
 		return 2
 	}
 	// The whole matrix, or a shard of a selection, is what summary.json
 	// and the index's grid show; an ad-hoc selection leaves them alone.
-	full := *scenarios == "all" && *lockNames == "" || *shard != ""
+	full := *scenarios == "all" && *lockNames == "" && told == nil || *shard != ""
 	if *shard != "" {
 		given := *shard
 		i, n, err := parseShard(given, getenv)
@@ -211,7 +228,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plans := make([]pairPlan, len(pairs))
 	for k, p := range pairs {
 		o := base
-		o.Scenario, o.Lock = p[0], p[1]
+		o.Scenario, o.Lock, o.Story = p[0], p[1], told[p[0]]
 		plan, err := engine.Resolve(o)
 		if err != nil {
 			fmt.Fprintf(stderr, "run: %v\n", err)
@@ -259,7 +276,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	runPair := func(i int) {
 		p := pairs[i]
 		o := base
-		o.Scenario, o.Lock = p[0], p[1]
+		o.Scenario, o.Lock, o.Story = p[0], p[1], told[p[0]]
 		var log bytes.Buffer
 		o.Log = &log
 		o.Progress = tr.progress(i)
@@ -366,8 +383,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 // plan expands the -scenario and -lock lists into (scenario, lock) pairs.
 // A lock named explicitly must apply to every scenario named; with no -lock,
-// each scenario runs every lock it has an expectation for.
-func plan(scenarioList, lockList, serviceList string) ([][2]string, error) {
+// each scenario runs every lock it has an expectation for. A story in told
+// (a scenario file's) is taken from there, not from the catalogue.
+func plan(scenarioList, lockList, serviceList string, told map[string]*scenario.Scenario) ([][2]string, error) {
 	var names []string
 	kinds := split(serviceList)
 	for _, k := range kinds {
@@ -394,6 +412,9 @@ func plan(scenarioList, lockList, serviceList string) ([][2]string, error) {
 	var pairs [][2]string
 	for _, sn := range names {
 		s, err := scenario.Lookup(sn)
+		if t := told[sn]; t != nil {
+			s, err = *t, nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -458,6 +479,23 @@ func printList(w io.Writer) {
 		for _, k := range slices.Sorted(maps.Keys(s.NotFor)) {
 			fmt.Fprintf(w, "  %-18s   not for %s locks: %s\n", "", k, s.NotFor[k])
 		}
+	}
+	fmt.Fprintln(w, "actions a scenario file's schedule can take (-print-scenario NAME shows them in use; times and lengths in TTLs):")
+	for _, n := range scenario.ActionNames() {
+		a, _ := scenario.LookupAction(n)
+		args := strings.Join(a.Needs, ", ")
+		if len(a.Takes) > 0 {
+			args = strings.TrimPrefix(args+", optional "+strings.Join(a.Takes, ", "), ", ")
+		}
+		fmt.Fprintf(w, "  %-18s %s", n, a.Help)
+		if args != "" {
+			fmt.Fprintf(w, " (%s)", args)
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintln(w, "nodes by role in a scenario file:")
+	for _, r := range slices.Sorted(maps.Keys(scenario.NodeRoles)) {
+		fmt.Fprintf(w, "  %-18s %s\n", r, scenario.NodeRoles[r])
 	}
 	fmt.Fprintln(w, "locks:")
 	for _, n := range locks.Names() {

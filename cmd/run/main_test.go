@@ -29,23 +29,27 @@ import (
 
 func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 	cases := map[string][]string{
-		"unknown scenario": {"-scenario", "nope"},
-		"unknown lock":     {"-scenario", "baseline", "-lock", "nope"},
-		"bad duration":     {"-ttl", "soon"},
-		"unknown flag":     {"-frobnicate"},
-		"stray argument":   {"baseline"},
-		"too few clients":  {"-scenario", "baseline", "-clients", "1"},
-		"too short":        {"-scenario", "paused-holder", "-time-limit", "1s"},
-		"zero ttl":         {"-ttl", "0"},
-		"zero clients":     {"-clients", "0"},
-		"zero time limit":  {"-time-limit", "0s"},
-		"empty lock":       {"-lock", ""},
-		"zero parallel":    {"-parallel", "0"},
-		"random, no lock":  {"-scenario", "random"},
-		"all and more":     {"-scenario", "random,all"},
-		"bad shard":        {"-shard", "3/2"},
-		"unknown service":  {"-service", "mysql"},
-		"service, no pair": {"-scenario", "leader-failover", "-service", "postgres"},
+		"unknown scenario":  {"-scenario", "nope"},
+		"unknown lock":      {"-scenario", "baseline", "-lock", "nope"},
+		"bad duration":      {"-ttl", "soon"},
+		"unknown flag":      {"-frobnicate"},
+		"stray argument":    {"baseline"},
+		"too few clients":   {"-scenario", "baseline", "-clients", "1"},
+		"too short":         {"-scenario", "paused-holder", "-time-limit", "1s"},
+		"zero ttl":          {"-ttl", "0"},
+		"zero clients":      {"-clients", "0"},
+		"zero time limit":   {"-time-limit", "0s"},
+		"empty lock":        {"-lock", ""},
+		"zero parallel":     {"-parallel", "0"},
+		"random, no lock":   {"-scenario", "random"},
+		"all and more":      {"-scenario", "random,all"},
+		"bad shard":         {"-shard", "3/2"},
+		"unknown service":   {"-service", "mysql"},
+		"service, no pair":  {"-scenario", "leader-failover", "-service", "postgres"},
+		"print unknown":     {"-print-scenario", "nope"},
+		"print a drawn one": {"-print-scenario", "random"},
+		"missing file":      {"-scenario-file", "/nonexistent/story.json"},
+		"file and scenario": {"-scenario-file", "x.json", "-scenario", "baseline"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -77,7 +81,7 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 // -service keeps the pairs whose lock runs on the named kinds, and only
 // those: the Makefile splits the matrix by it.
 func TestServiceKeepsOnlyItsLocks(t *testing.T) {
-	pairs, err := plan("all", "", "postgres,memcached")
+	pairs, err := plan("all", "", "postgres,memcached", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,8 +98,8 @@ func TestServiceKeepsOnlyItsLocks(t *testing.T) {
 			t.Fatalf("no pair of %s in %v", want, pairs)
 		}
 	}
-	all, _ := plan("all", "", "")
-	redis, _ := plan("all", "", "redis")
+	all, _ := plan("all", "", "", nil)
+	redis, _ := plan("all", "", "redis", nil)
 	if len(redis) == 0 || len(redis)+len(pairs) >= len(all) {
 		t.Fatalf("redis %d + postgres and memcached %d pairs of %d: ZooKeeper's and etcd's are missing", len(redis), len(pairs), len(all))
 	}
