@@ -42,10 +42,12 @@ test:
 # Compiles and links every test binary of both modules into .testbin
 # (go test would link them again on every run) and the matrix's command
 # into Go's build cache, so the steps after it compile and link nothing.
+# The binaries carry no debug information (-s -w): nothing debugs them,
+# a panic's trace needs none, and linking without it is a fifth faster.
 build:
 	rm -rf .testbin
-	go test -c -o .testbin/main/ ./... >/dev/null
-	cd examples/joblock && go test -c -o ../../.testbin/joblock/ ./... >/dev/null
+	go test -c -ldflags='-s -w' -o .testbin/main/ ./... >/dev/null
+	cd examples/joblock && go test -c -ldflags='-s -w' -o ../../.testbin/joblock/ ./... >/dev/null
 	go run ./cmd/run -list >/dev/null
 
 # Every test, from the binaries build linked (scripts/unit.sh prints go
@@ -55,14 +57,15 @@ unit:
 	./scripts/unit.sh
 
 # Every story for every Redis lock, then the lock services (ZooKeeper,
-# etcd, PostgreSQL, memcached) in the two stories that tell them apart
-# most: a paused holder (a session or a lease lapses) and a leader killed
-# under a holder. Each service pair takes the machine alone and starts its
-# own servers, so the services' whole matrix costs as much again as the
-# Redis one and is make run's, not this 12-minute budget's.
+# etcd, PostgreSQL, memcached) in the story that tells them apart most: a
+# paused holder (a session or a lease lapses; pg-advisory's session holds).
+# Each service pair takes the machine alone and starts its own servers, so
+# the services' whole matrix costs as much again as the Redis one and is
+# make run's, not this 12-minute budget's; a leader killed under a holder
+# is left to it too, and to the ensembles' own tests (locks/services).
 matrix:
 	go run ./cmd/run -scenario all -service redis -out results
-	go run ./cmd/run -scenario paused-holder,leader-failover -service zookeeper,etcd,postgres,memcached -out results/services
+	go run ./cmd/run -scenario paused-holder -service zookeeper,etcd,postgres,memcached -out results/services
 
 # The docker backend on the stories that need a node's fault most (a frozen
 # holder, a failover, a RedLock node's clock and its crash), for the

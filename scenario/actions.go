@@ -358,6 +358,9 @@ func (c *compiler) node(path, ref string) (string, error) {
 	e := c.e
 	switch {
 	case ref == "primary":
+		if len(e.Nodes) == 0 {
+			return "", fmt.Errorf("%s: primary, but the lock has no node", path)
+		}
 		return e.Nodes[0], nil
 	case ref == "replica":
 		if e.Replica == "" {

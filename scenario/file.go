@@ -122,6 +122,8 @@ func decodeError(data []byte, err error) error {
 		return fe
 	case errors.As(err, &syn):
 		return fmt.Errorf("line %d: %v", 1+bytes.Count(data[:min(int(syn.Offset), len(data))], []byte("\n")), syn)
+	case errors.As(err, &typ) && typ.Type == numType:
+		return &fieldError{typ.Field, fmt.Sprintf(`%s: want a number of TTLs, or "$name" of one of the story's params`, typ.Value)}
 	case errors.As(err, &typ):
 		return &fieldError{typ.Field, fmt.Sprintf("a %s cannot go here, want %s", typ.Value, typ.Type)}
 	case errors.Is(err, io.EOF):

@@ -83,7 +83,7 @@ func TestBadScenarioFilesNameTheField(t *testing.T) {
 		{"requires", edit(func(m map[string]any) { m["requires"] = []any{map[string]any{"op": "boom"}} }), "requires[0].op"},
 		{"action", edit(func(m map[string]any) { firstStep(m)["do"] = "explode" }), "schedule[0].do"},
 		{"param", edit(func(m map[string]any) { firstStep(m)["trap"].(map[string]any)["pause"] = "$length" }), "schedule[0].trap.pause"},
-		{"number", edit(func(m map[string]any) { firstStep(m)["at"] = "soon" }), "TTLs"},
+		{"number", edit(func(m map[string]any) { firstStep(m)["at"] = "soon" }), "schedule.at: \"soon\": want a number of TTLs"},
 		{"below zero", edit(func(m map[string]any) { firstStep(m)["at"] = -1 }), "schedule[0].at"},
 		{"caught outside a trap", edit(func(m map[string]any) { firstStep(m)["trap"].(map[string]any)["client"] = "caught" }), "schedule[0].trap.client"},
 		{"two places", edit(func(m map[string]any) {

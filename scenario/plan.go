@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -125,23 +125,28 @@ func (n Num) MarshalJSON() ([]byte, error) {
 	return json.Marshal(n.V)
 }
 
-// UnmarshalJSON reads a number or "$name".
+// UnmarshalJSON reads a number or "$name". Its error is a type error,
+// which encoding/json tells the field of.
 func (n *Num) UnmarshalJSON(b []byte) error {
+	bad := &json.UnmarshalTypeError{Value: strings.TrimSpace(string(b)), Type: numType}
 	if s, ok := bytes.CutPrefix(bytes.TrimSpace(b), []byte(`"`)); ok {
 		name, ok := strings.CutPrefix(strings.TrimSuffix(string(s), `"`), "$")
 		if !ok || name == "" {
-			return errors.New(`want a number of TTLs or "$parameter"`)
+			return bad
 		}
 		*n = Num{Param: name}
 		return nil
 	}
 	var v float64
 	if err := json.Unmarshal(b, &v); err != nil {
-		return errors.New(`want a number of TTLs or "$parameter"`)
+		return bad
 	}
 	*n = Num{V: v}
 	return nil
 }
+
+// numType is Num's type, which a file's error words as what it is.
+var numType = reflect.TypeFor[Num]()
 
 // of is the number in a run.
 func (n Num) of(e *Env) float64 {

@@ -1,7 +1,6 @@
 package scenario
 
 import (
-	"slices"
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
@@ -23,7 +22,7 @@ const clusterMinTTL = 3 * time.Second
 // set-nx-px-wait is judged in none: its WAIT has no key, so go-redis's
 // cluster pipeline sends it to a node of its choosing, not to the master
 // that took the SET.
-var clusterLeases = slices.DeleteFunc(slices.Clone(failoverLeases), func(l string) bool { return l == "redis-py" })
+var clusterLeases = withoutWorkers(failoverLeases)
 
 // Redis Cluster: the lock key lives on the master of its hash slot, and
 // every client routes by slot through go-redis's cluster client, each

@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"slices"
+
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
@@ -14,6 +16,17 @@ var (
 	failoverLeases    = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock", "redis-py"}
 	failoverWatchdogs = []string{"reentrant", "fair", "redislock-refresh"}
 )
+
+// withoutWorkers is locks less redis-py, whose clients are worker
+// processes: the kill under failover's 500 ms lease breaks every waiter's
+// connection mid-command, the harness replaces a process whose op ended
+// unknown, and a Python worker takes 0.6 s to start under load, so the
+// others lock only after the holder's lease has ended, or not at all
+// before it wakes: whether the lock is seen broken is a race. It is
+// judged in sentinel-failover, whose 3 s lease leaves a new worker time.
+func withoutWorkers(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(l string) bool { return l == "redis-py" })
+}
 
 // cutReplication is a failover story's opening: the replica stops hearing
 // from the master (its link blackholed, not closed), so a lock taken next
@@ -50,7 +63,7 @@ func failoverStories(add func(Scenario)) {
 		TimeLimitTTLs: 4.5, MinTimeLimitTTLs: 3,
 		Topology: Topology{Replicated: true},
 		Expect: expect(
-			failoverLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+			withoutWorkers(failoverLeases), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 				Why: "asynchronous replication loses the lock with the master: a second client gets it while the first is within its validity"},
 			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
 				Why: "the lock hash dies with the master; the promoted replica never had it"},
