@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -46,9 +47,6 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params}
-	if o.Story != nil && o.Story.Plan != nil {
-		res.Told = &s
-	}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return res, err
@@ -137,11 +135,23 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		env.Clocks = append(env.Clocks, clock)
 		wo.Clients = append(wo.Clients, workloads.Client{Open: procs.opener(i, clock), Clock: clock})
 	}
-	sched, err := s.Steps(env)
+	sched, plan, err := s.Steps(env)
 	if err != nil {
 		return res, err
 	}
 	res.Schedule = sched.String()
+	// A story told as data that is not the catalogue's own (a file's), or
+	// whose plan was drawn for this run, is kept with the run: -check
+	// judges it by that story, and scenario.json replays the run's
+	// schedule (-scenario-file).
+	if plan != nil && (o.Story != nil || s.Draw != nil) {
+		told := s
+		told.Plan, told.Draw = plan, nil
+		res.Told = &told
+		if err := writeStory(filepath.Join(dir, "scenario.json"), told); err != nil {
+			return res, err
+		}
+	}
 	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
 
 	// Every client is up before anything that times the story starts (the
@@ -242,4 +252,13 @@ func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {
 		p.Ops, p.Nemesis = rec.Summary()
 		o.Progress(p)
 	}
+}
+
+// writeStory writes the story a run was told as a scenario file.
+func writeStory(path string, s scenario.Scenario) error {
+	var b bytes.Buffer
+	if err := s.Print(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }

@@ -1,19 +1,10 @@
 package nemesis
 
 import (
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"time"
 )
-
-// Fault is one kind of fault a random schedule may pick: Start injects it,
-// Stop undoes it.
-type Fault struct {
-	Name  string
-	Start func(ctx context.Context) error
-	Stop  func(ctx context.Context) error
-}
 
 // RandomOptions shapes a random schedule.
 type RandomOptions struct {
@@ -26,39 +17,40 @@ type RandomOptions struct {
 	// Interval is the mean quiet time and the mean fault time (each drawn
 	// uniformly from 0.5 to 1.5 Interval), as Jepsen alternates them.
 	Interval time.Duration
-	// Heal undoes whatever may still be active; it is the last step.
-	Heal func(ctx context.Context) error
 }
 
-// Random draws a schedule from faults: quiet, fault, quiet, fault, ...,
-// then the final heal. The steps depend on the seed alone.
-func Random(faults []Fault, o RandomOptions) (Schedule, error) {
-	if len(faults) == 0 {
-		return nil, fmt.Errorf("nemesis: a random schedule needs at least one fault")
+// Span is one fault of a random schedule: the Fault-th of the faults it
+// was drawn from, in place from Start to Stop.
+type Span struct {
+	Fault       int
+	Start, Stop time.Duration
+}
+
+// Random draws a random schedule's timing from n kinds of fault: quiet,
+// fault, quiet, fault, ..., and when the final heal comes, which undoes
+// everything. The spans depend on the seed alone; what each fault does to
+// whom is the caller's to draw (package scenario writes it as a plan).
+func Random(n int, o RandomOptions) (spans []Span, healAt time.Duration, err error) {
+	if n == 0 {
+		return nil, 0, fmt.Errorf("nemesis: a random schedule needs at least one fault")
 	}
 	if o.Interval <= 0 || o.Duration < 3*o.Interval {
-		return nil, fmt.Errorf("nemesis: a random schedule needs a positive interval and a duration of at least 3 intervals (got %s and %s)", o.Interval, o.Duration)
+		return nil, 0, fmt.Errorf("nemesis: a random schedule needs a positive interval and a duration of at least 3 intervals (got %s and %s)", o.Interval, o.Duration)
 	}
 	rng := rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15))
 	draw := func() time.Duration {
 		d := o.Interval/2 + time.Duration(rng.Int64N(int64(o.Interval)+1))
 		return d.Round(time.Millisecond)
 	}
-	var s Schedule
-	healAt := o.Duration - o.Interval
+	healAt = o.Duration - o.Interval
 	for t := draw(); ; {
-		f := faults[rng.IntN(len(faults))]
+		f := rng.IntN(n)
 		stop := t + draw()
 		if stop > healAt {
 			break
 		}
-		s = append(s, Step{At: t, Name: "start " + f.Name, Do: f.Start},
-			Step{At: stop, Name: "stop " + f.Name, Do: f.Stop})
+		spans = append(spans, Span{Fault: f, Start: t, Stop: stop})
 		t = stop + draw()
 	}
-	heal := o.Heal
-	if heal == nil {
-		heal = func(context.Context) error { return nil }
-	}
-	return append(s, Step{At: healAt, Name: "final heal", Do: heal}), nil
+	return spans, healAt, nil
 }

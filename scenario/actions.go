@@ -18,6 +18,8 @@ type ActionKind struct {
 	Needs, Takes []string
 	// Help says what it does, for -list.
 	Help string
+	// Undo, when set, is the action that undoes a (a step's Until).
+	Undo func(a Action) Action
 	// delays says the action takes its Delay itself (a restart records
 	// the time it was down).
 	delays  bool
@@ -39,16 +41,16 @@ func init() { actions = actionTable() }
 
 func actionTable() map[string]ActionKind {
 	return map[string]ActionKind{
-		"partition": {Needs: []string{"cuts"}, Help: "cut each peer of cuts off from its nodes (both ways)", compile: partition},
+		"partition": {Undo: heal, Needs: []string{"cuts"}, Help: "cut each peer of cuts off from its nodes (both ways)", compile: partition},
 		"heal":      {Help: "undo every partition and cut", compile: simple("heal every partition", func(c *compiler) error { return c.e.Nemesis.Heal() })},
-		"cut": {Needs: []string{"client", "node", "direction"}, Help: "drop one direction of a client's link to a node",
+		"cut": {Undo: heal, Needs: []string{"client", "node", "direction"}, Help: "drop one direction of a client's link to a node",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				return c.withClientNode(path, a, fmt.Sprintf("cut %s of client %s's link to %s", a.Direction, a.Client, a.Node),
 					func(_ context.Context, peer, node string) error {
 						return c.e.Nemesis.CutDirection(peer, node, a.Direction)
 					})
 			}},
-		"latency": {Needs: []string{"client", "node"}, Takes: []string{"for", "jitter", "direction"},
+		"latency": {Undo: func(a Action) Action { a.For, a.Jitter = Num{}, Num{}; return a }, Needs: []string{"client", "node"}, Takes: []string{"for", "jitter", "direction"},
 			Help: "delay a client's link to a node (the store, say) by for TTLs, give or take jitter; for 0 ends the delay",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				d, j := a.For.in(c.e), a.Jitter.in(c.e)
@@ -66,9 +68,9 @@ func actionTable() map[string]ActionKind {
 					return c.e.Nemesis.Latency(peer, node, d, j)
 				})
 			}},
-		"kill":        {Needs: []string{"node"}, Help: "kill -9 a node", compile: onNode("kill -9 %s", (*nemesis.Nemesis).KillNode)},
-		"power-loss":  {Needs: []string{"node"}, Help: "kill -9 a node and lose what its disk had not synced", compile: onNode("power loss of %s", (*nemesis.Nemesis).PowerLossNode)},
-		"pause-node":  {Needs: []string{"node"}, Help: "SIGSTOP a node", compile: onNode("pause %s", (*nemesis.Nemesis).PauseNode)},
+		"kill":        {Undo: restartIt, Needs: []string{"node"}, Help: "kill -9 a node", compile: onNode("kill -9 %s", (*nemesis.Nemesis).KillNode)},
+		"power-loss":  {Undo: restartIt, Needs: []string{"node"}, Help: "kill -9 a node and lose what its disk had not synced", compile: onNode("power loss of %s", (*nemesis.Nemesis).PowerLossNode)},
+		"pause-node":  {Undo: func(a Action) Action { return Action{Do: "resume-node", Node: a.Node} }, Needs: []string{"node"}, Help: "SIGSTOP a node", compile: onNode("pause %s", (*nemesis.Nemesis).PauseNode)},
 		"resume-node": {Needs: []string{"node"}, Help: "SIGCONT a node", compile: onNode("resume %s", (*nemesis.Nemesis).ResumeNode)},
 		"restart": {Needs: []string{"node"}, Takes: []string{"delay"}, delays: true, Help: "start a killed node again, delay TTLs from now",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
@@ -88,7 +90,7 @@ func actionTable() map[string]ActionKind {
 					return nil
 				}, fmt.Sprintf("restart %s after %s", node, delay), nil
 			}},
-		"bump-clock": {Needs: []string{"node", "by"}, Help: "jump a node's clock by TTLs (libfaketime; topology clock)",
+		"bump-clock": {Undo: func(a Action) Action { a.By = Num{}; return a }, Needs: []string{"node", "by"}, Help: "jump a node's clock by TTLs (libfaketime; topology clock)",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				node, err := c.node(path+".node", a.Node)
 				if err != nil {
@@ -97,7 +99,7 @@ func actionTable() map[string]ActionKind {
 				by := a.By.in(c.e)
 				return func(context.Context, int) error { return c.e.Nemesis.BumpClock(node, by) }, fmt.Sprintf("jump %s's clock %s forward", node, by), nil
 			}},
-		"skew-client": {Needs: []string{"client", "by"}, Help: "set a client's own clock by TTLs ahead",
+		"skew-client": {Undo: func(a Action) Action { a.By = Num{}; return a }, Needs: []string{"client", "by"}, Help: "set a client's own clock by TTLs ahead",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				who, err := c.client(path+".client", a.Client, false)
 				if err != nil {
@@ -160,13 +162,13 @@ func actionTable() map[string]ActionKind {
 		"kill-leader": {Help: "kill -9 the leader of a service's ensemble and wait until the others elect one",
 			compile: simple("kill -9 the ensemble's leader, and wait until the others elect one", killLeader)},
 		"evict":      {Needs: []string{"node"}, Help: "fill a node's memory until it evicts (topology args: a maxmemory)", compile: onNodeCtx("fill %s's memory until it evicts", (*nemesis.Nemesis).Evict)},
-		"fail-saves": {Needs: []string{"node"}, Help: "make a node's background saves fail (MISCONF)", compile: onNodeCtx("fail %s's background save (MISCONF)", (*nemesis.Nemesis).FailSaves)},
+		"fail-saves": {Undo: func(a Action) Action { return Action{Do: "mend-saves", Node: a.Node} }, Needs: []string{"node"}, Help: "make a node's background saves fail (MISCONF)", compile: onNodeCtx("fail %s's background save (MISCONF)", (*nemesis.Nemesis).FailSaves)},
 		"mend-saves": {Needs: []string{"node"}, Help: "let a node's saves succeed again", compile: onNodeCtx("save %s again (writes resume)", (*nemesis.Nemesis).MendSaves)},
 		"migrate-start": {Needs: []string{"node"}, Help: "begin moving the lock key's slot to a master (topology cluster)",
 			compile: migrate("begin moving the key's slot to %s", (*nemesis.Nemesis).MigrateStart)},
 		"migrate-end": {Needs: []string{"node"}, Help: "hand the lock key's slot over to a master (topology cluster)",
 			compile: migrate("hand the key's slot over to %s", (*nemesis.Nemesis).MigrateEnd)},
-		"arm": {Needs: []string{"trap"}, Help: "set a trap",
+		"arm": {Undo: func(Action) Action { return Action{Do: "disarm"} }, Needs: []string{"trap"}, Help: "set a trap",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				t, name, err := c.trap(path+".trap", a.Trap)
 				if err != nil {
@@ -183,6 +185,8 @@ func actionTable() map[string]ActionKind {
 				}, name, nil
 			}},
 		"disarm": {Help: "remove every trap still armed", compile: simple("disarm every trap", func(c *compiler) error { c.e.Gate.Disarm(); return nil })},
+		"heal-all": {Help: "undo every fault still in place: disarm the traps, heal every link, restart the killed nodes, resume the paused ones",
+			compile: simple("undo every fault still in place", healAll)},
 		"crash-waiter": {Needs: []string{"for"}, Help: "kill the first client found inside an acquire that has lasted for TTLs",
 			compile: func(c *compiler, _ string, a Action) (deed, string, error) {
 				step := c.e.Gate.CrashWaiter(0, a.For.in(c.e))
@@ -207,6 +211,38 @@ func actionTable() map[string]ActionKind {
 				}, fmt.Sprintf("%s, once client %s is inside an acquire", name, a.Client), nil
 			}},
 	}
+}
+
+// heal undoes a partition or a cut.
+func heal(Action) Action { return Action{Do: "heal"} }
+
+// restartIt undoes a kill.
+func restartIt(a Action) Action { return Action{Do: "restart", Node: a.Node} }
+
+// healAll undoes whatever may still be in place, so liveness is judged
+// on a healed system.
+func healAll(c *compiler) error {
+	e := c.e
+	e.Gate.Disarm()
+	if err := e.Nemesis.Heal(); err != nil {
+		return err
+	}
+	for _, name := range e.Nodes {
+		nd := e.Nemesis.Node(name)
+		switch {
+		case nd == nil:
+			return fmt.Errorf("no node %s", name)
+		case nd.PID() == 0:
+			if err := e.Nemesis.RestartNode(c.background(), name, 0); err != nil {
+				return err
+			}
+		case nd.Paused():
+			if err := e.Nemesis.ResumeNode(name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // promotionWait bounds how long await-promotion waits: a failover told

@@ -13,7 +13,7 @@ import (
 func TestEveryScenarioIsWellFormed(t *testing.T) {
 	for _, name := range Names() {
 		s, _ := Lookup(name)
-		if s.Story == "" || s.Plan == nil && s.Schedule == nil || len(s.Expect) == 0 {
+		if s.Story == "" || s.Plan == nil && s.Schedule == nil && s.Draw == nil || len(s.Expect) == 0 {
 			t.Errorf("%s lacks a story, a schedule or expectations", name)
 		}
 		if s.MinTimeLimitTTLs > s.TimeLimitTTLs {

@@ -80,8 +80,8 @@ func (e *fieldError) Error() string { return e.field + ": " + e.problem }
 // Print writes the story as a scenario file. A story whose schedule is
 // drawn as it runs (exploration) has no file form.
 func (s Scenario) Print(w io.Writer) error {
-	if s.Plan == nil && s.Schedule != nil {
-		return fmt.Errorf("scenario %s draws its schedule as it runs (from the seed, or the probe): it has no file form", s.Name)
+	if s.Plan == nil && (s.Schedule != nil || s.Draw != nil) {
+		return fmt.Errorf("scenario %s draws its schedule as it runs (from the seed, or the probe): a run of it keeps the schedule it drew as a file (scenario.json in the run's directory)", s.Name)
 	}
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
@@ -232,6 +232,17 @@ func (p Plan) Check(params map[string]bool) error {
 		at := fmt.Sprintf("schedule[%d]", i)
 		if err := checkNum(at+".at", st.At, params, false); err != nil {
 			return err
+		}
+		if !st.Until.IsZero() {
+			if err := checkNum(at+".until", st.Until, params, false); err != nil {
+				return err
+			}
+			if k, ok := actions[st.Do]; ok && k.Undo == nil {
+				return &fieldError{at + ".until", st.Do + " is not undone: drop until"}
+			}
+			if st.Until.Param == "" && st.At.Param == "" && st.Until.V <= st.At.V {
+				return &fieldError{at + ".until", fmt.Sprintf("%g is not after at (%g)", st.Until.V, st.At.V)}
+			}
 		}
 		if err := checkAction(at, st.Action, params, false); err != nil {
 			return err

@@ -2,10 +2,13 @@ package scenario
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +28,11 @@ type Plan []Step
 // Steps at 0 are the story's setting, in place before any client moves.
 type Step struct {
 	At Num `json:"at"`
+	// Until, when set, undoes the action at this many TTLs after the run
+	// starts (its ActionKind.Undo: a partition healed, a paused node
+	// resumed, a killed one restarted, a trap disarmed), as a random
+	// schedule's faults end.
+	Until Num `json:"until,omitzero"`
 	Action
 }
 
@@ -157,7 +165,9 @@ func (n Num) of(e *Env) float64 {
 }
 
 // in is the number in a run, as a length of time.
-func (n Num) in(e *Env) time.Duration { return e.TTLs(n.of(e)) }
+func (n Num) in(e *Env) time.Duration {
+	return time.Duration(math.Round(n.of(e) * float64(e.TTL)))
+}
 
 // Schedule compiles the plan for one run: roles and clients named, every
 // number at this run's TTL and parameters. The plan must have passed
@@ -193,6 +203,23 @@ func (p Plan) Schedule(e *Env) (nemesis.Schedule, error) {
 			return do(ctx, noClient)
 		}})
 	}
+	for i, st := range p {
+		if st.Until.IsZero() {
+			continue
+		}
+		where := fmt.Sprintf("schedule[%d]", i)
+		k := actions[st.Do]
+		if k.Undo == nil {
+			return nil, fmt.Errorf("%s.until: %s is not undone", where, st.Do)
+		}
+		undo, name, err := c.action(where, k.Undo(st.Action))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, nemesis.Step{At: st.Until.in(e), Name: name, Do: func(ctx context.Context) error { return undo(ctx, noClient) }})
+	}
+	// In the order they are taken, as the schedule is listed.
+	slices.SortStableFunc(out, func(a, b nemesis.Step) int { return cmp.Compare(a.At, b.At) })
 	return out, nil
 }
 

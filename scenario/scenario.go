@@ -159,7 +159,7 @@ type Scenario struct {
 	// Exploration marks a story that explores rather than tells: it is
 	// judged against the lock's own fault model (locks.Info.Claims), is
 	// not part of "all", and runs only the locks named for it.
-	Exploration bool `json:"-"`
+	Exploration bool `json:"exploration,omitempty"`
 	// Alone, when set, says why the story's verdict hangs on timing that a
 	// busy machine would disturb: a matrix run in parallel gives it the
 	// machine to itself.
@@ -181,10 +181,13 @@ type Scenario struct {
 	// Plan is the schedule of faults and traps, as data: what a
 	// scenario file holds.
 	Plan Plan `json:"schedule"`
-	// Schedule, when Plan is nil, builds the faults in code: a schedule
-	// drawn as the run goes (exploration's, from the seed or the probe),
-	// or a story of a user's own written in Go. Such a story has no
-	// file form.
+	// Draw, when Plan is nil, draws the run's plan from what the run is
+	// told (random's, from the seed): the plan is then the run's told
+	// story (engine.Result.Told), a file that replays the run's schedule.
+	Draw func(*Env) (Plan, error) `json:"-"`
+	// Schedule, when Plan and Draw are nil, builds the faults in code: a
+	// boundary run's (from the probe), or a story of a user's own written
+	// in Go. Such a story has no file form.
 	Schedule func(*Env) (nemesis.Schedule, error) `json:"-"`
 }
 
@@ -206,13 +209,23 @@ func (s Scenario) TrafficOf(params map[string]float64) verdict.Traffic {
 	return s.Traffic
 }
 
-// Steps is the schedule of one run: the plan compiled, or the story's
-// own code.
-func (s Scenario) Steps(e *Env) (nemesis.Schedule, error) {
-	if s.Plan != nil || s.Schedule == nil {
-		return s.Plan.Schedule(e)
+// Steps is the schedule of one run: the plan compiled (the story's, or
+// the one it draws for this run, which it returns), or the story's own
+// code.
+func (s Scenario) Steps(e *Env) (nemesis.Schedule, Plan, error) {
+	p := s.Plan
+	switch {
+	case p == nil && s.Draw != nil:
+		var err error
+		if p, err = s.Draw(e); err != nil {
+			return nil, nil, err
+		}
+	case p == nil && s.Schedule != nil:
+		sched, err := s.Schedule(e)
+		return sched, nil, err
 	}
-	return s.Schedule(e)
+	sched, err := p.Schedule(e)
+	return sched, p, err
 }
 
 // TimeLimit is the default time limit at ttl.

@@ -75,7 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		probe      = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
 		explore    = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
 		sweepSpec  = fs.String("sweep", "", "run one -scenario across a range of one of its parameters, `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
-		runs       = fs.Int("runs", 10, "runs a point of a -sweep gets, for each lock")
+		runs       = fs.Int("runs", 10, "runs a point of a -sweep gets, for each lock; with -shrink, replays a candidate gets (default 4)")
+		shrinkDir  = fs.String("shrink", "", "shrink the finding (or the violation) of the run stored in `DIR` (a random run, a sweep point's, a scenario file's) to a smaller schedule that still shows it, replaying each candidate -runs times (default 4); writes results/shrinks/...")
 		printStory = fs.String("print-scenario", "", "print the built-in scenario `NAME` as a scenario file (JSON), then exit")
 		storyFiles = fs.String("scenario-file", "", "run the stories of these scenario `FILE`s (comma-separated; -print-scenario writes one) instead of -scenario, each with the locks it expects something of (or -lock)")
 		verbose    = fs.Bool("v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
@@ -83,7 +84,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			fs.SetOutput(stdout)
-			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-v] [-list]")
+			fmt.Fprintln(stdout, "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]")
 			fs.PrintDefaults()
 			return 0
 		}
@@ -126,6 +127,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := writable(*out); err != nil {
 		fmt.Fprintf(stderr, "run: -out %s: %v\n", *out, err)
 		return 2
+	}
+	if *shrinkDir != "" {
+		replays := 0
+		if given["runs"] {
+			replays = *runs
+		}
+		return shrinkRun(ctx, *shrinkDir, replays, *parallel, *out, stdout, stderr)
 	}
 	if *merge != "" {
 		isSweep, err := sweepShards(split(*merge))

@@ -1,0 +1,338 @@
+// Package shrink reduces the schedule of a run that showed a finding to a
+// smaller one that still shows it, as delta debugging does: fewer faults,
+// then shorter ones, then fewer clients. Runs are not deterministic, so
+// every candidate is replayed several times and kept only when it shows
+// the finding often enough; the rate of every try is reported, and the
+// result is a scenario file that replays the smallest schedule found.
+package shrink
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/report"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
+)
+
+// Options tunes a shrink.
+type Options struct {
+	// Dir is the stored run whose finding is shrunk: a run of a story told
+	// as data (a random run keeps the plan it drew).
+	Dir string
+	// Replays is how many times each candidate runs (0: 4), and Keep how
+	// many of them must show the finding for it to be kept (0: all but
+	// one, and at least one).
+	Replays, Keep int
+	// Final is how many times the smallest schedule is replayed at the
+	// end, to say how reliably it shows the finding (0: 10).
+	Final int
+	// Parallel is how many replays go at once (0: the machine's seats).
+	Parallel int
+	// Out is the results directory: the shrink is written under
+	// shrinks/<story>/<lock>/<time>/.
+	Out string
+	// Logf, when set, hears every try as it ends.
+	Logf func(format string, args ...any)
+}
+
+// Try is one candidate schedule and how often it showed the finding.
+type Try struct {
+	// Change says what the candidate changed ("without step 3: kill n2").
+	Change string `json:"change"`
+	Shown  int    `json:"shown"`
+	Runs   int    `json:"runs"`
+	Kept   bool   `json:"kept"`
+}
+
+// Result is a finished shrink.
+type Result struct {
+	Story, Lock string
+	// Shows is what every kept candidate showed: the finding, or the
+	// outcome.
+	Shows string
+	// From is the schedule shrunk (its faults, the final heal left out),
+	// To the smallest that still showed the finding.
+	From, To scenario.Plan
+	// Clients are the run's clients before and after.
+	ClientsFrom, ClientsTo int
+	// Removed lists what was taken out or cut short, in words.
+	Removed []string
+	Tries   []Try
+	// Shown of Final replays of To showed the finding.
+	Shown, Final int
+	// Dir holds scenario.json (To as a file), shrink.md and every replay.
+	Dir string
+}
+
+// Faults counts the faults a plan sets, the steps that undo everything at
+// the end (heal-all) left out.
+func Faults(p scenario.Plan) int {
+	n := 0
+	for _, st := range p {
+		if st.Do != "heal-all" {
+			n++
+		}
+	}
+	return n
+}
+
+// Run shrinks the finding of the run stored in o.Dir.
+func Run(ctx context.Context, o Options) (*Result, error) {
+	stored, err := engine.Load(o.Dir)
+	if err != nil {
+		return nil, err
+	}
+	// The story the run was told: the one it kept (a random run's drawn
+	// plan, a file's), or the catalogue's (a sweep point's run).
+	var story scenario.Scenario
+	if stored.Told != nil {
+		story = *stored.Told
+	} else if story, err = scenario.Lookup(stored.Scenario); err != nil || story.Plan == nil {
+		return nil, fmt.Errorf("%s: the run's story %s has no plan to shrink", o.Dir, stored.Scenario)
+	}
+	// What the run showed: an exploration's finding, else its outcome (a
+	// sweep point's double holder or corrupted resource).
+	shows := func(r *engine.Result) bool { return r.Finding != "" }
+	what := "its finding"
+	if stored.Finding == "" {
+		if !stored.Outcome.Judged() || stored.Outcome == verdict.Safe || stored.Outcome == verdict.PromiseKept {
+			return nil, fmt.Errorf("%s: the run shows nothing to shrink (outcome %s)", o.Dir, stored.Outcome)
+		}
+		shows = func(r *engine.Result) bool { return r.Outcome == stored.Outcome }
+		what = "outcome " + string(stored.Outcome)
+	}
+	ttl, err := time.ParseDuration(stored.TTL)
+	if err != nil {
+		return nil, err
+	}
+	limit, err := time.ParseDuration(stored.TimeLimit)
+	if err != nil {
+		return nil, err
+	}
+	o = o.withDefaults()
+	dir, err := mkdir(filepath.Join(o.Out, "shrinks", story.Name, stored.Lock, time.Now().UTC().Format("20060102T150405Z")))
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Story: story.Name, Lock: stored.Lock, Shows: what, From: story.Plan, ClientsFrom: stored.Clients, ClientsTo: stored.Clients, Dir: dir}
+	replay := func(p scenario.Plan, clients, n int) int {
+		s := story
+		s.Plan = p
+		shown := make([]bool, n)
+		engine.Spread(ctx, o.Parallel, n, func(i int) {
+			run := engine.Options{Story: &s, Lock: stored.Lock, Seed: stored.Seed, Clients: clients, TTL: ttl, TimeLimit: limit,
+				Backend: stored.Backend, Out: filepath.Join(dir, "replays"), Params: stored.Params}
+			r, err := engine.Run(ctx, run)
+			if err == nil {
+				_ = report.Write(r)
+				shown[i] = shows(r)
+			}
+		})
+		count := 0
+		for _, ok := range shown {
+			if ok {
+				count++
+			}
+		}
+		return count
+	}
+	try := func(change string, p scenario.Plan, clients int) bool {
+		shown := replay(p, clients, o.Replays)
+		t := Try{Change: change, Shown: shown, Runs: o.Replays, Kept: shown >= o.Keep}
+		res.Tries = append(res.Tries, t)
+		o.Logf("%s: shown %d of %d%s", change, shown, o.Replays, map[bool]string{true: ", kept", false: ""}[t.Kept])
+		return t.Kept
+	}
+	plan, clients := Smaller(story.Plan, stored.Clients, try, ctx.Err)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	res.To, res.ClientsTo = plan, clients
+	res.Removed = removed(story.Plan, plan, stored.Clients, clients)
+	res.Final = o.Final
+	res.Shown = replay(plan, clients, o.Final)
+	shrunk := story
+	shrunk.Plan = plan
+	shrunk.Clients = clients
+	shrunk.Story = fmt.Sprintf("%s Shrunk from %s (%d faults, %d clients) to %d faults and %d clients, showing %s in %d of %d replays.",
+		story.Story, o.Dir, Faults(story.Plan), stored.Clients, Faults(plan), clients, what, res.Shown, res.Final)
+	var b strings.Builder
+	if err := shrunk.Print(&b); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "scenario.json"), []byte(b.String()), 0o644); err != nil {
+		return nil, err
+	}
+	return res, res.write()
+}
+
+func (o Options) withDefaults() Options {
+	if o.Replays <= 0 {
+		o.Replays = 4
+	}
+	if o.Keep <= 0 {
+		o.Keep = max(o.Replays-1, 1)
+	}
+	if o.Final <= 0 {
+		o.Final = 10
+	}
+	if o.Parallel <= 0 {
+		o.Parallel = engine.Seats()
+	}
+	if o.Out == "" {
+		o.Out = "results"
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o
+}
+
+// Smaller is the shrinking itself, given try, which replays a candidate
+// (a plan, a client count, and what it changed in words) and says whether
+// it still shows the finding. It keeps the final heal-all and
+// removes faults as delta debugging does (halves, then quarters, down to
+// one at a time), then halves what each fault that is undone lasts, then
+// halves the clients while the finding stays (down to 2). stop ends it
+// early (a cancelled context).
+func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Plan, clients int) bool, stop func() error) (scenario.Plan, int) {
+	var faults, rest scenario.Plan
+	for _, st := range p {
+		if st.Do == "heal-all" {
+			rest = append(rest, st)
+		} else {
+			faults = append(faults, st)
+		}
+	}
+	with := func(fs scenario.Plan) scenario.Plan { return append(append(scenario.Plan{}, fs...), rest...) }
+	// Delta debugging's complement steps: take out one of n chunks; on
+	// success go on with what is left at the same granularity, else split
+	// finer, until chunks are single faults.
+	for n := 2; len(faults) > 0 && n <= 2*len(faults); {
+		if stop() != nil {
+			return with(faults), clients
+		}
+		chunk := (len(faults) + n - 1) / n
+		removedOne := false
+		for i := 0; i < len(faults); i += chunk {
+			j := min(i+chunk, len(faults))
+			cand := append(append(scenario.Plan{}, faults[:i]...), faults[j:]...)
+			if try("without "+words(faults[i:j]), with(cand), clients) {
+				faults, removedOne = cand, true
+				break
+			}
+		}
+		switch {
+		case removedOne:
+			n = max(n-1, 2)
+		case chunk == 1:
+			n = 2*len(faults) + 1
+		default:
+			n = min(2*n, len(faults))
+		}
+	}
+	// Shorter faults: each that is undone at until, half as long.
+	for i, st := range faults {
+		if stop() != nil || st.Until.IsZero() || st.Until.Param != "" || st.At.Param != "" {
+			continue
+		}
+		cand := append(scenario.Plan{}, faults...)
+		cand[i].Until = scenario.TTLs(st.At.V + (st.Until.V-st.At.V)/2)
+		if try(fmt.Sprintf("%s lasting %g TTLs, not %g", words(faults[i:i+1]), cand[i].Until.V-st.At.V, st.Until.V-st.At.V), with(cand), clients) {
+			faults = cand
+		}
+	}
+	// Fewer clients.
+	for clients > 2 && stop() == nil {
+		fewer := max(clients/2, 2)
+		if !try(fmt.Sprintf("%d clients, not %d", fewer, clients), with(faults), fewer) {
+			break
+		}
+		clients = fewer
+	}
+	return with(faults), clients
+}
+
+// words names steps as a schedule lists them, briefly.
+func words(steps scenario.Plan) string {
+	var w []string
+	for _, st := range steps {
+		b, _ := json.Marshal(st)
+		w = append(w, string(b))
+	}
+	return strings.Join(w, ", ")
+}
+
+// removed says what the shrink took out of from to reach to.
+func removed(from, to scenario.Plan, clientsFrom, clientsTo int) []string {
+	var out []string
+	kept := map[string]bool{}
+	for _, st := range to {
+		b, _ := json.Marshal(st.Action)
+		kept[fmt.Sprintf("%s@%s", b, st.At)] = true
+	}
+	for _, st := range from {
+		b, _ := json.Marshal(st.Action)
+		if !kept[fmt.Sprintf("%s@%s", b, st.At)] {
+			out = append(out, "removed "+words(scenario.Plan{st}))
+		}
+	}
+	for _, st := range to {
+		for _, f := range from {
+			if f.At == st.At && f.Do == st.Do && f.Until != st.Until {
+				out = append(out, fmt.Sprintf("shortened %s: undone at %s TTLs, not %s", st.Do, st.Until, f.Until))
+			}
+		}
+	}
+	if clientsTo != clientsFrom {
+		out = append(out, fmt.Sprintf("clients: %d, not %d", clientsTo, clientsFrom))
+	}
+	return out
+}
+
+// write saves shrink.md and shrink.json beside scenario.json.
+func (r *Result) write() error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Shrink of %s / %s\n\n", r.Story, r.Lock)
+	fmt.Fprintf(&b, "From %d faults and %d clients to %d faults and %d clients; the smallest showed %s in %d of %d replays.\n\n",
+		Faults(r.From), r.ClientsFrom, Faults(r.To), r.ClientsTo, r.Shows, r.Shown, r.Final)
+	b.WriteString("What was removed:\n\n")
+	for _, w := range r.Removed {
+		fmt.Fprintf(&b, "- %s\n", w)
+	}
+	fmt.Fprintf(&b, "\nEvery try (a candidate is kept when enough of its replays show %s):\n\n| change | shown | kept |\n|---|---|---|\n", r.Shows)
+	for _, t := range r.Tries {
+		fmt.Fprintf(&b, "| %s | %d of %d | %v |\n", strings.ReplaceAll(t.Change, "|", "\\|"), t.Shown, t.Runs, t.Kept)
+	}
+	fmt.Fprintf(&b, "\nReplay it: `go run ./cmd/run -scenario-file %s -lock %s`\n", filepath.Join(r.Dir, "scenario.json"), r.Lock)
+	if err := os.WriteFile(filepath.Join(r.Dir, "shrink.md"), []byte(b.String()), 0o644); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(r.Dir, "shrink.json"), j, 0o644)
+}
+
+// mkdir makes dir, which must not exist yet.
+func mkdir(dir string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return mkdir(dir + "-1")
+		}
+		return "", err
+	}
+	return dir, nil
+}
