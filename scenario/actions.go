@@ -101,34 +101,15 @@ func actionTable() map[string]ActionKind {
 			}},
 		"skew-client": {Undo: func(a Action) Action { a.By = Num{}; return a }, Needs: []string{"client", "by"}, Help: "set a client's own clock by TTLs ahead",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
-				who, err := c.client(path+".client", a.Client, false)
-				if err != nil {
-					return nil, "", err
-				}
 				by := a.By.in(c.e)
-				return func(_ context.Context, caught int) error {
-					i, err := who(caught)
-					if err != nil {
-						return err
-					}
-					return c.e.Nemesis.SkewClient(c.e.Clocks[i], by)
-				}, fmt.Sprintf("skew client %s's clock %s ahead", a.Client, by), nil
+				return c.withClient(path, a, fmt.Sprintf("skew client %s's clock %s ahead", a.Client, by),
+					func(_ context.Context, i int) error { return c.e.Nemesis.SkewClient(c.e.Clocks[i], by) })
 			}},
 		"pause-client": {Needs: []string{"client", "for"}, Help: "stop a client whole for TTLs",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
-				who, err := c.client(path+".client", a.Client, false)
-				if err != nil {
-					return nil, "", err
-				}
 				d := a.For.in(c.e)
-				return func(_ context.Context, caught int) error {
-					i, err := who(caught)
-					if err != nil {
-						return err
-					}
-					c.e.Gate.PauseClient(i, d)
-					return nil
-				}, fmt.Sprintf("pause client %s for %s", a.Client, d), nil
+				return c.withClient(path, a, fmt.Sprintf("pause client %s for %s", a.Client, d),
+					func(_ context.Context, i int) error { c.e.Gate.PauseClient(i, d); return nil })
 			}},
 		"promote": {Needs: []string{"node"}, Help: "make a replica the master by hand and point the clients at it (topology replicated)",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
@@ -335,13 +316,10 @@ func partition(c *compiler, path string, a Action) (deed, string, error) {
 	}, "cut off " + strings.Join(words, "; "), nil
 }
 
-// withClientNode is an action on a client's link to a node.
-func (c *compiler) withClientNode(path string, a Action, name string, do func(ctx context.Context, peer, node string) error) (deed, string, error) {
+// withClient is an action on one client: do gets its index in the run
+// (known, for caught and other, only when the trap springs).
+func (c *compiler) withClient(path string, a Action, name string, do func(ctx context.Context, i int) error) (deed, string, error) {
 	who, err := c.client(path+".client", a.Client, false)
-	if err != nil {
-		return nil, "", err
-	}
-	node, err := c.node(path+".node", a.Node)
 	if err != nil {
 		return nil, "", err
 	}
@@ -350,8 +328,17 @@ func (c *compiler) withClientNode(path string, a Action, name string, do func(ct
 		if err != nil {
 			return err
 		}
-		return do(ctx, c.e.Clients[i], node)
+		return do(ctx, i)
 	}, name, nil
+}
+
+// withClientNode is an action on a client's link to a node.
+func (c *compiler) withClientNode(path string, a Action, name string, do func(ctx context.Context, peer, node string) error) (deed, string, error) {
+	node, err := c.node(path+".node", a.Node)
+	if err != nil {
+		return nil, "", err
+	}
+	return c.withClient(path, a, name, func(ctx context.Context, i int) error { return do(ctx, c.e.Clients[i], node) })
 }
 
 // peer resolves a cut's from: "client REF" or "replication of NODE".
