@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +40,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	}
 	defer leave()
 	started := time.Now()
-	dir, err := runDir(filepath.Join(o.Out, s.Name, o.Lock), started)
+	dir, err := RunDir(filepath.Join(o.Out, s.Name, o.Lock), started)
 	if err != nil {
 		return nil, fmt.Errorf("results dir: %w", err)
 	}
@@ -148,7 +147,7 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		told := s
 		told.Plan, told.Draw = plan, nil
 		res.Told = &told
-		if err := writeStory(filepath.Join(dir, "scenario.json"), told); err != nil {
+		if err := told.Save(filepath.Join(dir, "scenario.json")); err != nil {
 			return res, err
 		}
 	}
@@ -216,11 +215,11 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	return res, nil
 }
 
-// runDir makes a run's own directory under parent, named by its start
+// RunDir makes a directory of its own under parent, named by its start
 // time: made exclusively, so runs of one pair that start in the same
 // millisecond (boundary runs, side by side) each get their own, the
-// later ones with a suffix.
-func runDir(parent string, started time.Time) (string, error) {
+// later ones with a suffix; a shrink's directory is made the same way.
+func RunDir(parent string, started time.Time) (string, error) {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", err
 	}
@@ -252,13 +251,4 @@ func reportProgress(ctx context.Context, o Options, rec *history.Recorder) {
 		p.Ops, p.Nemesis = rec.Summary()
 		o.Progress(p)
 	}
-}
-
-// writeStory writes the story a run was told as a scenario file.
-func writeStory(path string, s scenario.Scenario) error {
-	var b bytes.Buffer
-	if err := s.Print(&b); err != nil {
-		return err
-	}
-	return os.WriteFile(path, b.Bytes(), 0o644)
 }

@@ -103,13 +103,13 @@ func actionTable() map[string]ActionKind {
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				by := a.By.in(c.e)
 				return c.withClient(path, a, fmt.Sprintf("skew client %s's clock %s ahead", a.Client, by),
-					func(_ context.Context, i int) error { return c.e.Nemesis.SkewClient(c.e.Clocks[i], by) })
+					func(_ context.Context, i, _ int) error { return c.e.Nemesis.SkewClient(c.e.Clocks[i], by) })
 			}},
 		"pause-client": {Needs: []string{"client", "for"}, Help: "stop a client whole for TTLs",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				d := a.For.in(c.e)
 				return c.withClient(path, a, fmt.Sprintf("pause client %s for %s", a.Client, d),
-					func(_ context.Context, i int) error { c.e.Gate.PauseClient(i, d); return nil })
+					func(_ context.Context, i, _ int) error { c.e.Gate.PauseClient(i, d); return nil })
 			}},
 		"promote": {Needs: []string{"node"}, Help: "make a replica the master by hand and point the clients at it (topology replicated)",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
@@ -175,21 +175,13 @@ func actionTable() map[string]ActionKind {
 			}},
 		"when-acquiring": {Needs: []string{"client", "then"}, Help: "do then once a client is inside an acquire",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
-				who, err := c.client(path+".client", a.Client, false)
-				if err != nil {
-					return nil, "", err
-				}
 				then, name, err := c.actionsOf(path+".then", a.Then)
 				if err != nil {
 					return nil, "", err
 				}
-				return func(ctx context.Context, caught int) error {
-					i, err := who(caught)
-					if err != nil {
-						return err
-					}
+				return c.withClient(path, a, fmt.Sprintf("%s, once client %s is inside an acquire", name, a.Client), func(ctx context.Context, i, caught int) error {
 					return c.e.Gate.WhenAcquiring(0, i, name, func(ctx context.Context) error { return then(ctx, caught) }).Do(ctx)
-				}, fmt.Sprintf("%s, once client %s is inside an acquire", name, a.Client), nil
+				})
 			}},
 	}
 }
@@ -317,8 +309,9 @@ func partition(c *compiler, path string, a Action) (deed, string, error) {
 }
 
 // withClient is an action on one client: do gets its index in the run
-// (known, for caught and other, only when the trap springs).
-func (c *compiler) withClient(path string, a Action, name string, do func(ctx context.Context, i int) error) (deed, string, error) {
+// (known, for caught and other, only when the trap springs), and the
+// client the trap running it caught, for actions of its own.
+func (c *compiler) withClient(path string, a Action, name string, do func(ctx context.Context, i, caught int) error) (deed, string, error) {
 	who, err := c.client(path+".client", a.Client, false)
 	if err != nil {
 		return nil, "", err
@@ -328,7 +321,7 @@ func (c *compiler) withClient(path string, a Action, name string, do func(ctx co
 		if err != nil {
 			return err
 		}
-		return do(ctx, i)
+		return do(ctx, i, caught)
 	}, name, nil
 }
 
@@ -338,7 +331,7 @@ func (c *compiler) withClientNode(path string, a Action, name string, do func(ct
 	if err != nil {
 		return nil, "", err
 	}
-	return c.withClient(path, a, name, func(ctx context.Context, i int) error { return do(ctx, c.e.Clients[i], node) })
+	return c.withClient(path, a, name, func(ctx context.Context, i, _ int) error { return do(ctx, c.e.Clients[i], node) })
 }
 
 // peer resolves a cut's from: "client REF" or "replication of NODE".
@@ -430,4 +423,34 @@ func killLeader(c *compiler) error {
 	}
 	_, err = leaderOf(ctx, c.e, leader, electionWait)
 	return err
+}
+
+// electionWait bounds how long leader-failover waits for the two members
+// left to elect a leader: hundreds of milliseconds idle, seconds beside
+// busy loops. A story whose election never comes did not happen.
+const electionWait = 15 * time.Second
+
+// leaderOf is the lock node other than not that says it leads its
+// ensemble, asked until one does or within has passed (an election may be
+// under way).
+func leaderOf(ctx context.Context, e *Env, not string, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		for _, name := range e.Nodes {
+			if name == not {
+				continue
+			}
+			if role, err := e.Nemesis.Node(name).Role(ctx); err == nil && role == "leader" {
+				return name, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no lock node says it leads its ensemble within %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

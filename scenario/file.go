@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -89,6 +90,15 @@ func (s Scenario) Print(w io.Writer) error {
 	}
 	_, err = w.Write(append(b, '\n'))
 	return err
+}
+
+// Save writes the story as a scenario file at path.
+func (s Scenario) Save(path string) error {
+	var b bytes.Buffer
+	if err := s.Print(&b); err != nil {
+		return err
+	}
+	return os.WriteFile(path, b.Bytes(), 0o644)
 }
 
 // Parse reads a scenario file and checks it; the error names the field at

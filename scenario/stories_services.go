@@ -1,10 +1,6 @@
 package scenario
 
 import (
-	"context"
-	"fmt"
-	"time"
-
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
@@ -124,34 +120,4 @@ func serviceStories(add func(Scenario)) {
 // holder writes.
 func holderInLease(then ...Action) Step {
 	return arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), InLease: TTLs(0.1), MinPause: TTLs(0.3), Then: then})
-}
-
-// electionWait bounds how long leader-failover waits for the two members
-// left to elect a leader: hundreds of milliseconds idle, seconds beside
-// busy loops. A story whose election never comes did not happen.
-const electionWait = 15 * time.Second
-
-// leaderOf is the lock node other than not that says it leads its
-// ensemble, asked until one does or within has passed (an election may be
-// under way).
-func leaderOf(ctx context.Context, e *Env, not string, within time.Duration) (string, error) {
-	deadline := time.Now().Add(within)
-	for {
-		for _, name := range e.Nodes {
-			if name == not {
-				continue
-			}
-			if role, err := e.Nemesis.Node(name).Role(ctx); err == nil && role == "leader" {
-				return name, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("no lock node says it leads its ensemble within %s", within)
-		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
 }

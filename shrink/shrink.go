@@ -9,7 +9,6 @@ package shrink
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -118,7 +117,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	o = o.withDefaults()
-	dir, err := mkdir(filepath.Join(o.Out, "shrinks", story.Name, stored.Lock, time.Now().UTC().Format("20060102T150405Z")))
+	dir, err := engine.RunDir(filepath.Join(o.Out, "shrinks", story.Name, stored.Lock), time.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -164,11 +163,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	shrunk.Clients = clients
 	shrunk.Story = fmt.Sprintf("%s Shrunk from %s (%d faults, %d clients) to %d faults and %d clients, showing %s in %d of %d replays.",
 		story.Story, o.Dir, Faults(story.Plan), stored.Clients, Faults(plan), clients, what, res.Shown, res.Final)
-	var b strings.Builder
-	if err := shrunk.Print(&b); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "scenario.json"), []byte(b.String()), 0o644); err != nil {
+	if err := shrunk.Save(filepath.Join(dir, "scenario.json")); err != nil {
 		return nil, err
 	}
 	return res, res.write()
@@ -321,18 +316,4 @@ func (r *Result) write() error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(r.Dir, "shrink.json"), j, 0o644)
-}
-
-// mkdir makes dir, which must not exist yet.
-func mkdir(dir string) (string, error) {
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return "", err
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return mkdir(dir + "-1")
-		}
-		return "", err
-	}
-	return dir, nil
 }
