@@ -113,8 +113,14 @@ func (s ServerSpec) RedisArgs(bind string, port int, dir string) []string {
 		"--enable-debug-command", debug,
 		// The nemesis moves a node's dir to fail a save (MISCONF).
 		"--enable-protected-configs", debug,
-		// A replica's first sync would otherwise wait 5 s for company.
-		"--repl-diskless-sync-delay", "0",
+		// A replica's first sync is written to disk and sent from there: a
+		// diskless sync holds every write after it until the replica's
+		// first REPLCONF ACK, up to a second later, so a lock taken in that
+		// second never reaches the replica however fast replication is.
+		// The file is deleted once sent, so a node restarted without
+		// persistence still comes back empty.
+		"--repl-diskless-sync", "no",
+		"--rdb-del-sync-files", "yes",
 	}
 	switch s.Persistence {
 	case AOFEverySec:

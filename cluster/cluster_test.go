@@ -136,6 +136,45 @@ func TestLinkCutHealLatency(t *testing.T) {
 // out (the indeterminate op a checker must allow for); a cut of the
 // requests keeps it off the node. Locally a server's link other than
 // replication is refused, as it would be a link nobody dials.
+// A write made on the master as soon as ReplicaOf returns reaches the
+// replica at once, every time: a replication story's lock is on the
+// replica unless the story keeps it off.
+func TestReplicaOfStreamsAtOnce(t *testing.T) {
+	ctx := context.Background()
+	for i := range 5 {
+		c, err := New(Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		m, err := c.AddNode(ctx, NodeOptions{Name: "m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := c.AddNode(ctx, NodeOptions{Name: "r"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.ReplicaOf(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.Do(ctx, "SET", "k", "v"); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		for {
+			if v, _ := r.Do(ctx, "GET", "k"); v == "v" {
+				break
+			}
+			if time.Since(start) > 200*time.Millisecond {
+				t.Fatalf("sync %d: the replica has not had a write 200ms after it was made", i)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		c.Close()
+	}
+}
+
 func TestOneWayCut(t *testing.T) {
 	ctx := context.Background()
 	c, n := startOne(t)

@@ -68,6 +68,22 @@ func actionTable() map[string]ActionKind {
 					return c.e.Nemesis.Latency(peer, node, d, j)
 				})
 			}},
+		"lag": {Undo: func(a Action) Action { a.For = Num{}; return a }, Needs: []string{"node"}, Takes: []string{"for"},
+			Help: "delay a master's replication to its replica by for TTLs, both ways: its writes reach the replica that much later (for 0 ends it)",
+			compile: func(c *compiler, path string, a Action) (deed, string, error) {
+				master, err := c.node(path+".node", a.Node)
+				if err != nil {
+					return nil, "", err
+				}
+				d, replica := a.For.in(c.e), cluster.ReplicaName(master)
+				name := fmt.Sprintf("delay the replication of %s to %s by %s", master, replica, d)
+				if d == 0 {
+					name = fmt.Sprintf("end the delay on the replication of %s", master)
+				}
+				return func(context.Context, int) error {
+					return c.e.Nemesis.Latency(cluster.ReplicationPeer(replica), master, d, 0)
+				}, name, nil
+			}},
 		"kill":        {Undo: restartIt, Needs: []string{"node"}, Help: "kill -9 a node", compile: onNode("kill -9 %s", (*nemesis.Nemesis).KillNode)},
 		"power-loss":  {Undo: restartIt, Needs: []string{"node"}, Help: "kill -9 a node and lose what its disk had not synced", compile: onNode("power loss of %s", (*nemesis.Nemesis).PowerLossNode)},
 		"pause-node":  {Undo: func(a Action) Action { return Action{Do: "resume-node", Node: a.Node} }, Needs: []string{"node"}, Help: "SIGSTOP a node", compile: onNode("pause %s", (*nemesis.Nemesis).PauseNode)},

@@ -83,4 +83,34 @@ func failoverStories(add func(Scenario)) {
 				Then: []Action{{Do: "kill", Node: "primary"}, {Do: "promote", Node: "replica"}}}),
 		},
 	})
+
+	// The master dies 0.25 TTL after the holder locked, and the replica
+	// is promoted just after: a lock that reached the replica by then
+	// survives, one still in the delayed stream is lost. The holder stalls
+	// until 0.2 TTL before its lease ends, so it writes while it holds the
+	// lock either way, and the others lock before that only where the lock
+	// was lost; a holder caught with less than 0.3 TTL of stall left could
+	// not see the kill, and the run is starved.
+	add(Scenario{
+		Name:   "failover-lag",
+		NotFor: notFor(serviceKinds, "a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover"),
+		Story: "F1 with a replica that lags instead of one cut off: replication runs 1 TTL late (by default; -sweep lag varies it); " +
+			"a client locks, the master is killed 0.25 TTL later and the replica promoted by hand; the others lock on the new master if the lock had not reached it.",
+		TimeLimitTTLs: 4, MinTimeLimitTTLs: 3,
+		Topology: Topology{Replicated: true},
+		Expect: expect(
+			"set-nx-px", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "the lock was still in the replication stream when the master died: the promoted replica never had it, and a second client gets it while the first is within its validity"},
+			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "the fencing counter's increment was in the lagging stream too: the new master's tokens start again below the holder's, and only the store's own check keeps it safe"},
+		),
+		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}},
+		Params: []Param{{Name: "lag", Unit: "TTLs", Default: 1, Min: 0, Max: 2, Threshold: 0.25,
+			Help: "how late the master's writes reach its replica"}},
+		Plan: Plan{
+			step(0, Action{Do: "lag", Node: "primary", For: ParamNum("lag")}),
+			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.1), InLease: TTLs(0.2), MinPause: TTLs(0.3),
+				Then: []Action{{Do: "kill", Node: "primary", Delay: TTLs(0.25)}, {Do: "promote", Node: "replica", Delay: TTLs(0.27)}}}),
+		},
+	})
 }

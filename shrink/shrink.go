@@ -1,6 +1,6 @@
 // Package shrink reduces the schedule of a run that showed a finding to a
 // smaller one that still shows it, as delta debugging does: fewer faults,
-// then shorter ones, then fewer clients. Runs are not deterministic, so
+// then shorter ones, then later ones, then fewer clients. Runs are not deterministic, so
 // every candidate is replayed several times and kept only when it shows
 // the finding often enough; the rate of every try is reported, and the
 // result is a scenario file that replays the smallest schedule found.
@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -196,7 +197,7 @@ func (o Options) withDefaults() Options {
 // it still shows the finding. It keeps the final heal-all and
 // removes faults as delta debugging does (halves, then quarters, down to
 // one at a time), then halves what each fault that is undone lasts, then
-// halves the clients while the finding stays (down to 2). stop ends it
+// moves each start half way to the plan's end, then halves the clients while the finding stays (down to 2). stop ends it
 // early (a cancelled context).
 func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Plan, clients int) bool, stop func() error) (scenario.Plan, int) {
 	var faults, rest scenario.Plan
@@ -240,8 +241,34 @@ func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Pl
 			continue
 		}
 		cand := append(scenario.Plan{}, faults...)
-		cand[i].Until = scenario.TTLs(st.At.V + (st.Until.V-st.At.V)/2)
-		if try(fmt.Sprintf("%s lasting %g TTLs, not %g", words(faults[i:i+1]), cand[i].Until.V-st.At.V, st.Until.V-st.At.V), with(cand), clients) {
+		cand[i].Until = ttls(st.At.V + (st.Until.V-st.At.V)/2)
+		if try(fmt.Sprintf("%s lasting %s TTLs, not %s", words(faults[i:i+1]), ttls(cand[i].Until.V-st.At.V), ttls(st.Until.V-st.At.V)), with(cand), clients) {
+			faults = cand
+		}
+	}
+	// Later starts: each fault starts half way to the last moment it
+	// still fits before the plan ends, lasting as long: a finding that
+	// needs no warm-up before its fault shows that, and one that does
+	// keeps its start.
+	end := 0.0
+	for _, st := range p {
+		end = max(end, st.At.V, st.Until.V)
+	}
+	for i, st := range faults {
+		if stop() != nil || st.At.Param != "" || st.Until.Param != "" {
+			continue
+		}
+		last := max(st.At.V, st.Until.V)
+		shift := (end - last) / 2
+		if shift < 0.05 {
+			continue
+		}
+		cand := append(scenario.Plan{}, faults...)
+		cand[i].At = ttls(st.At.V + shift)
+		if !st.Until.IsZero() {
+			cand[i].Until = ttls(st.Until.V + shift)
+		}
+		if try(fmt.Sprintf("%s starting at %g TTLs, not %g", words(faults[i:i+1]), cand[i].At.V, st.At.V), with(cand), clients) {
 			faults = cand
 		}
 	}
@@ -256,6 +283,10 @@ func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Pl
 	return with(faults), clients
 }
 
+// ttls is n TTLs to a millionth, so halving and moving print as a person
+// would write them (10.4, not 10.399999999999999).
+func ttls(n float64) scenario.Num { return scenario.TTLs(math.Round(n*1e6) / 1e6) }
+
 // words names steps as a schedule lists them, briefly.
 func words(steps scenario.Plan) string {
 	var w []string
@@ -266,27 +297,43 @@ func words(steps scenario.Plan) string {
 	return strings.Join(w, ", ")
 }
 
-// removed says what the shrink took out of from to reach to.
+// removed says what the shrink took out of from to reach to: a step of to
+// is matched with the step of from that does the same and starts nearest
+// before it or with it (a shrink only moves starts later), and what is
+// left of from was removed.
 func removed(from, to scenario.Plan, clientsFrom, clientsTo int) []string {
 	var out []string
-	kept := map[string]bool{}
-	for _, st := range to {
-		b, _ := json.Marshal(st.Action)
-		kept[fmt.Sprintf("%s@%s", b, st.At)] = true
+	used := make([]bool, len(from))
+	same := func(a, b scenario.Step) bool {
+		x, _ := json.Marshal(a.Action)
+		y, _ := json.Marshal(b.Action)
+		return string(x) == string(y) && a.At.Param == b.At.Param && a.At.V <= b.At.V
 	}
-	for _, st := range from {
-		b, _ := json.Marshal(st.Action)
-		if !kept[fmt.Sprintf("%s@%s", b, st.At)] {
-			out = append(out, "removed "+words(scenario.Plan{st}))
+	var changed []string
+	for _, st := range to {
+		k := -1
+		for j, f := range from {
+			if !used[j] && same(f, st) && (k < 0 || f.At.V > from[k].At.V) {
+				k = j
+			}
 		}
-	}
-	for _, st := range to {
-		for _, f := range from {
-			if f.At == st.At && f.Do == st.Do && f.Until != st.Until {
-				out = append(out, fmt.Sprintf("shortened %s: undone at %s TTLs, not %s", st.Do, st.Until, f.Until))
+		if k >= 0 {
+			f := from[k]
+			used[k] = true
+			if f.At != st.At {
+				changed = append(changed, fmt.Sprintf("moved %s: starts at %s TTLs, not %s", st.Do, st.At, f.At))
+			}
+			if !f.Until.IsZero() && st.Until.V-st.At.V != f.Until.V-f.At.V {
+				changed = append(changed, fmt.Sprintf("shortened %s: lasts %s TTLs, not %s", st.Do, ttls(st.Until.V-st.At.V), ttls(f.Until.V-f.At.V)))
 			}
 		}
 	}
+	for k, f := range from {
+		if !used[k] {
+			out = append(out, "removed "+words(scenario.Plan{f}))
+		}
+	}
+	out = append(out, changed...)
 	if clientsTo != clientsFrom {
 		out = append(out, fmt.Sprintf("clients: %d, not %d", clientsTo, clientsFrom))
 	}

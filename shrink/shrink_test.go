@@ -1,47 +1,45 @@
 package shrink
 
 import (
-	"math"
+	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/locktorture/locktorture/scenario"
 )
 
 // Delta debugging on a plan whose finding needs two of its eight faults
-// together, and one of them to last at least a TTL: the shrink keeps those
-// two and the final heal, cuts the other short no further than the finding
-// allows, and halves the clients down to two.
+// together, one of them to last at least 0.7 TTLs and to start by 11 TTLs:
+// the shrink keeps those two and the final heal, cuts both short no
+// further than the finding allows, starts the free one later and the
+// other where it was, and halves the clients down to two.
 func TestSmallerKeepsWhatTheFindingNeeds(t *testing.T) {
 	var p scenario.Plan
 	for i := range 8 {
 		p = append(p, scenario.Step{At: scenario.TTLs(float64(2 * i)), Until: scenario.TTLs(float64(2*i) + 1.6),
-			Action: scenario.Action{Do: "pause-node", Node: []string{"n1", "n2", "n3", "n4", "n5", "n1", "n2", "n3"}[i]}})
+			Action: scenario.Action{Do: "pause-node", Node: fmt.Sprintf("n%d", i+1)}})
 	}
 	p = append(p, scenario.Step{At: scenario.TTLs(16), Action: scenario.Action{Do: "heal-all"}})
 	needs := func(c scenario.Plan) bool {
-		var two, five bool
+		var three, six bool
 		for _, st := range c {
-			two = two || st.At.V == 4
-			five = five || st.At.V == 10 && st.Until.V-st.At.V >= 0.7
+			three = three || st.Node == "n3"
+			six = six || st.Node == "n6" && st.Until.V-st.At.V >= 0.7 && st.At.V <= 11
 		}
-		return two && five && c[len(c)-1].Do == "heal-all"
+		return three && six && c[len(c)-1].Do == "heal-all"
 	}
 	tries := 0
 	got, clients := Smaller(p, 5, func(_ string, c scenario.Plan, _ int) bool { tries++; return needs(c) }, func() error { return nil })
-	var at []float64
+	var at, until []float64
 	for _, st := range got {
-		at = append(at, st.At.V)
+		at, until = append(at, st.At.V), append(until, st.Until.V)
 	}
-	if !slices.Equal(at, []float64{4, 10, 16}) {
-		t.Fatalf("kept the steps at %v TTLs, want 4, 10 and the heal at 16", at)
-	}
-	if d := got[1].Until.V - got[1].At.V; math.Abs(d-0.8) > 1e-9 {
-		t.Errorf("the needed fault lasts %g TTLs, want 0.8 (halved once: half of that would lose the finding)", d)
-	}
-	if d := got[0].Until.V - got[0].At.V; math.Abs(d-0.8) > 1e-9 {
-		t.Errorf("the other lasts %g TTLs, want 0.8", d)
+	// n3 shortened to [4, 4.8], then moved half of the 11.2 TTLs to the
+	// heal; n6 shortened to [10, 10.8], and 12.6 would start too late.
+	if !slices.Equal(at, []float64{9.6, 10, 16}) || !slices.Equal(until, []float64{10.4, 10.8, 0}) {
+		t.Fatalf("kept steps at %v until %v TTLs, want n3 at 9.6 until 10.4, n6 at 10 until 10.8, the heal at 16", at, until)
 	}
 	if clients != 2 {
 		t.Errorf("clients %d, want 2", clients)
@@ -49,9 +47,25 @@ func TestSmallerKeepsWhatTheFindingNeeds(t *testing.T) {
 	if tries > 30 {
 		t.Errorf("%d tries for 8 faults: delta debugging takes fewer", tries)
 	}
+	said := removed(p, got, 5, clients)
+	for _, want := range []string{"moved pause-node: starts at 9.6 TTLs, not 4", "shortened pause-node: lasts 0.8 TTLs, not 1.6", "clients: 2, not 5"} {
+		if !slices.Contains(said, want) {
+			t.Errorf("the report says %q, without %q", said, want)
+		}
+	}
+	if n := len(said); n != 6+3+1 {
+		t.Errorf("the report has %d lines, want 6 removed, n3 moved and both shortened, and the clients: %q", n, said)
+	}
 	// A finding that needs everything keeps everything.
 	all, _ := Smaller(p, 2, func(_ string, c scenario.Plan, _ int) bool { return reflect.DeepEqual(c, p) }, func() error { return nil })
 	if !reflect.DeepEqual(all, p) {
 		t.Fatal("a finding that needs every fault lost one")
+	}
+	// Of two steps that do the same, the one kept is the one nearest
+	// before: nothing was moved or shortened here.
+	arm := scenario.Action{Do: "arm", Trap: &scenario.Trap{Point: "before-write", Client: "any", Pause: scenario.TTLs(2)}}
+	twice := scenario.Plan{{At: scenario.TTLs(9), Until: scenario.TTLs(11.8), Action: arm}, {At: scenario.TTLs(18), Until: scenario.TTLs(20.4), Action: arm}}
+	if said := removed(twice, twice[1:], 5, 5); len(said) != 1 || !strings.HasPrefix(said[0], `removed {"at":9,`) {
+		t.Errorf("the later of two arms kept: the report says %q", said)
 	}
 }

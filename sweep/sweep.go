@@ -133,6 +133,55 @@ func (c Cell) count(m string) int {
 
 func cellKey(lock string, v float64) string { return lock + "@" + strconv.FormatFloat(v, 'g', -1, 64) }
 
+// TTLParam is the one parameter a sweep has that is no story's: the lease
+// itself, in ms, with every parameter of the story counted in TTLs held at
+// its length in time under the base TTL (-ttl, or the story's own). It
+// asks how long a lease must be for a given pause, jump or delay, and, for
+// a lock service, what its lease length buys.
+const TTLParam = "ttl"
+
+// ParamOf is the parameter name of story s, or, for TTLParam, the lease
+// at base (0: the story's TTL) with its threshold where a parameter of the
+// story has one: a pause of 2.5 TTLs at 500 ms is 1250 ms, and a lease
+// survives it from a TTL of 1250 ms up.
+func ParamOf(s scenario.Scenario, name string, base time.Duration) (scenario.Param, bool) {
+	if name != TTLParam {
+		return s.Param(name)
+	}
+	base = cmp.Or(base, s.TTL)
+	ms := float64(base) / float64(time.Millisecond)
+	p := scenario.Param{Name: TTLParam, Unit: "ms", Default: ms, Min: 100, Max: 60_000,
+		Help: fmt.Sprintf("the lease, with the story's faults held at their length at a TTL of %s", base)}
+	for _, q := range s.Params {
+		if q.Unit == "TTLs" && q.Threshold > 0 {
+			p.Threshold = math.Round(q.Default*ms/q.Threshold*1e3) / 1e3
+			p.Help += fmt.Sprintf(" (%s %g ms: a lease longer than that survives it)", q.Name, q.Default*ms)
+			break
+		}
+	}
+	return p, true
+}
+
+// RunAt is run with the sweep's parameter name at v: the story's parameter
+// set, or, for TTLParam, the TTL set to v ms and each parameter of the
+// story in TTLs scaled so that it lasts as long as its default at the base
+// TTL (run.TTL, or the story's).
+func RunAt(s scenario.Scenario, run engine.Options, name string, v float64) engine.Options {
+	if name != TTLParam {
+		run.Params = map[string]float64{name: v}
+		return run
+	}
+	base := cmp.Or(run.TTL, s.TTL)
+	run.TTL = time.Duration(v * float64(time.Millisecond))
+	run.Params = map[string]float64{}
+	for _, q := range s.Params {
+		if q.Unit == "TTLs" {
+			run.Params[q.Name] = math.Round(q.Default*float64(base)/float64(run.TTL)*1e6) / 1e6
+		}
+	}
+	return run
+}
+
 // Run runs the sweep's jobs (every lock at every point, Runs times) and
 // writes sweep.json, sweep.md and the plot under
 // Out/sweeps/<story>/<time>.
@@ -141,7 +190,7 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, ok := s.Param(o.Spec.Param)
+	p, ok := ParamOf(s, o.Spec.Param, o.Run.TTL)
 	if !ok {
 		return nil, fmt.Errorf("-sweep: scenario %s has no parameter %q", s.Name, o.Spec.Param)
 	}
@@ -155,6 +204,9 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 		Cells: map[string]Cell{}, Parallel: o.Parallel}
 	if o.Shards > 0 {
 		sw.Shard = fmt.Sprintf("%d/%d", o.Shard, o.Shards)
+	}
+	if p.Name == TTLParam {
+		sw.TTL = fmt.Sprintf("swept, the faults as at %s", cmp.Or(o.Run.TTL, s.TTL))
 	}
 	type job struct {
 		lock string
@@ -186,8 +238,8 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 	}
 	engine.Spread(ctx, o.Parallel, len(jobs), func(i int) {
 		j := jobs[i]
-		ro := o.Run
-		ro.Lock, ro.Params = j.lock, map[string]float64{p.Name: j.v}
+		ro := RunAt(s, o.Run, p.Name, j.v)
+		ro.Lock = j.lock
 		res, err := engine.RunUnstarved(ctx, ro, logf)
 		if err == nil {
 			err = report.Write(res)
@@ -196,7 +248,7 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 		c := sw.Cells[cellKey(j.lock, j.v)]
 		c.add(res, err)
 		sw.Cells[cellKey(j.lock, j.v)] = c
-		if sw.TTL == "" && res != nil {
+		if sw.TTL == "" && res != nil && p.Name != TTLParam {
 			sw.TTL = res.TTL
 		}
 		mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/scenario"
 )
 
@@ -43,6 +44,32 @@ func TestSpecReadsARange(t *testing.T) {
 		if _, err := ParseSpec(bad); err == nil {
 			t.Errorf("%q: want an error", bad)
 		}
+	}
+}
+
+// A sweep of the TTL holds paused-holder's pause at its length in time
+// (2.5 TTLs of the base 500 ms: 1250 ms), so the threshold, the lease that
+// outlasts the pause, is 1250 ms; any other parameter is set as given.
+func TestTTLSweepHoldsTheFaultsInTime(t *testing.T) {
+	s, err := scenario.Lookup("paused-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := ParamOf(s, TTLParam, 0)
+	if !ok || p.Unit != "ms" || p.Default != 500 || p.Threshold != 1250 {
+		t.Fatalf("the TTL's parameter: %+v", p)
+	}
+	for v, pause := range map[float64]float64{250: 5, 500: 2.5, 1250: 1, 2500: 0.5} {
+		o := RunAt(s, engine.Options{Scenario: s.Name}, TTLParam, v)
+		if o.TTL != time.Duration(v)*time.Millisecond || o.Params["pause"] != pause {
+			t.Errorf("ttl %g ms: TTL %s, pause %g TTLs; want the pause at %g TTLs", v, o.TTL, o.Params["pause"], pause)
+		}
+	}
+	if o := RunAt(s, engine.Options{TTL: time.Second}, TTLParam, 2000); o.Params["pause"] != 1.25 {
+		t.Errorf("base 1s, ttl 2 s: pause %g TTLs, want 1.25 (2.5 s)", o.Params["pause"])
+	}
+	if o := RunAt(s, engine.Options{TTL: time.Second}, "pause", 3); o.TTL != time.Second || o.Params["pause"] != 3 {
+		t.Errorf("a sweep of the pause: %s, %v", o.TTL, o.Params)
 	}
 }
 

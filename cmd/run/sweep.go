@@ -10,6 +10,7 @@ import (
 
 	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/report"
+	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/sweep"
 )
 
@@ -31,13 +32,28 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 		fmt.Fprintf(stderr, "run: -runs %d: want at least 1\n", runs)
 		return 2
 	}
-	// Every lock at both ends of the range must resolve before a run starts.
+	s, err := scenario.Lookup(base.Scenario)
+	if err != nil {
+		fmt.Fprintf(stderr, "run: -sweep: %v\n", err)
+		return 2
+	}
+	p, ok := sweep.ParamOf(s, sp.Param, base.TTL)
+	switch {
+	case !ok:
+		fmt.Fprintf(stderr, "run: -sweep: scenario %s has no parameter %q (it has: %s)\n", s.Name, sp.Param, strings.Join(sweepParams(s), ", "))
+		return 2
+	case sp.From < p.Min || sp.To > p.Max:
+		fmt.Fprintf(stderr, "run: -sweep %s: scenario %s is told with %s from %g to %g %s\n", spec, s.Name, p.Name, p.Min, p.Max, p.Unit)
+		return 2
+	}
+	// Every lock at both ends of the range must resolve before a run
+	// starts (a parameter scales monotonically with a swept TTL).
 	for _, l := range locks {
 		for _, v := range []float64{sp.From, sp.To} {
-			o := base
-			o.Lock, o.Params = l, map[string]float64{sp.Param: v}
+			o := sweep.RunAt(s, base, sp.Param, v)
+			o.Lock = l
 			if _, err := engine.Resolve(o); err != nil {
-				fmt.Fprintf(stderr, "run: -sweep: %v\n", err)
+				fmt.Fprintf(stderr, "run: -sweep %s=%g: %v\n", sp.Param, v, err)
 				return 2
 			}
 		}
@@ -60,6 +76,15 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 		return 1
 	}
 	return printSweep(sw, stdout, base.Out)
+}
+
+// sweepParams names what a sweep of s can vary: its parameters and the TTL.
+func sweepParams(s scenario.Scenario) []string {
+	var out []string
+	for _, p := range s.Params {
+		out = append(out, p.Name)
+	}
+	return append(out, sweep.TTLParam)
 }
 
 // printSweep prints a sweep's table and where its files are.
