@@ -139,6 +139,9 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 			Expect: &verdict.Expectation{Outcome: verdict.Safe}},
 		{Scenario: "failover", Lock: "five-nodes", Custom: &locks.Info{Nodes: 5, New: oneNodeLock},
 			Expect: &verdict.Expectation{Outcome: verdict.Safe}},
+		// The RedLock split needs a middle node, and a whole one.
+		{Scenario: "redlock-crash-restart", Lock: "redlock", Params: map[string]float64{"nodes": 4}},
+		{Scenario: "redlock-crash-restart", Lock: "redlock", Params: map[string]float64{"nodes": 6.5}},
 		// A user's own story may not take a built-in's name, nor lack a
 		// schedule.
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
@@ -159,6 +162,18 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		if !errors.As(err, &ue) {
 			t.Errorf("%+v: want a usage error, got %v", o, err)
 		}
+	}
+}
+
+// A RedLock story's nodes parameter sets how many nodes the lock runs on,
+// and only a lock of as many nodes as the story's default follows it.
+func TestNodesParameterSetsTheLocksNodes(t *testing.T) {
+	p, err := Resolve(Options{Scenario: "redlock-crash-restart", Lock: "redsync-redlock", Params: map[string]float64{"nodes": 7}})
+	if err != nil || p.Lock.Nodes != 7 {
+		t.Fatalf("nodes=7: %d nodes, %v", p.Lock.Nodes, err)
+	}
+	if p, err := Resolve(Options{Scenario: "redlock-crash-restart", Lock: "redlock"}); err != nil || p.Lock.Nodes != 5 {
+		t.Fatalf("the default: %d nodes, %v", p.Lock.Nodes, err)
 	}
 }
 

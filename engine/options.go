@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os/exec"
 	"slices"
 	"strings"
@@ -186,6 +187,12 @@ func Resolve(o Options) (Plan, error) {
 		}
 	}
 	o.Params = s.ParamsOf(o.Params)
+	if _, ok := s.Param(scenario.NodesParam); ok {
+		if n := o.Params[scenario.NodesParam]; n != math.Trunc(n) || int(n)%2 == 0 {
+			return Plan{}, usagef("%s=%g: scenario %s splits an odd number of lock nodes around the middle one", scenario.NodesParam, n, s.Name)
+		}
+	}
+	info = toldOn(s, info, o.Params)
 	if o.Clients == 0 {
 		o.Clients = s.Clients
 	}
@@ -219,8 +226,8 @@ func Resolve(o Options) (Plan, error) {
 		return Plan{}, usagef("-time-limit %s: must be positive", o.TimeLimit)
 	case s.ExactClients > 0 && o.Clients != s.ExactClients:
 		return Plan{}, usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
-	case s.Nodes > 0 && info.Nodes != s.Nodes:
-		return Plan{}, usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.Nodes, o.Lock, info.Nodes)
+	case s.NodesAt(o.Params) > 0 && info.Nodes != s.NodesAt(o.Params):
+		return Plan{}, usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.NodesAt(o.Params), o.Lock, info.Nodes)
 	case !slices.Contains(cluster.Kinds(), info.ServerKind()):
 		return Plan{}, usagef("lock %s runs against a %q server, which cluster does not start (it starts: %s)", o.Lock, info.Server, strings.Join(cluster.Kinds(), ", "))
 	case s.Topology.Sentinel && !s.Topology.Replicated:
@@ -250,6 +257,16 @@ func Resolve(o Options) (Plan, error) {
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
 	}
 	return Plan{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
+}
+
+// toldOn is the lock as the story at params runs it: a lock of as many
+// nodes as the story is told on by default runs on as many as its nodes
+// parameter says (RedLock on 3, 5, 7 or 9 nodes).
+func toldOn(s scenario.Scenario, info locks.Info, params map[string]float64) locks.Info {
+	if _, ok := s.Param(scenario.NodesParam); ok && info.Nodes == s.Nodes {
+		info.Nodes = s.NodesAt(params)
+	}
+	return info
 }
 
 // paramNames lists a story's parameters, or says it has none.

@@ -124,6 +124,7 @@ func Rejudge(r *Result) error {
 			return fmt.Errorf("%s: its history records no fault sites (an older run): it cannot be judged again", r.Dir)
 		}
 	}
+	info = toldOn(s, info, r.Params)
 	r.Judgement = verdict.Judge(judgeCase(s, info, ttl, r.Expected, r.Probe, r.Params), r.Ops, r.Ready, r.Lateness)
 	return nil
 }

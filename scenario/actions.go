@@ -298,15 +298,11 @@ func partition(c *compiler, path string, a Action) (deed, string, error) {
 		}
 		var nodes []string
 		for j, ref := range cut.Nodes {
-			if ref == "all" {
-				nodes = append(nodes, c.e.Nodes...)
-				continue
-			}
-			n, err := c.node(fmt.Sprintf("%s.nodes[%d]", at, j), ref)
+			ns, err := c.nodes(fmt.Sprintf("%s.nodes[%d]", at, j), ref)
 			if err != nil {
 				return nil, "", err
 			}
-			nodes = append(nodes, n)
+			nodes = append(nodes, ns...)
 		}
 		lines = append(lines, line{from, nodes})
 		words = append(words, fmt.Sprintf("%s from %s", cut.From, strings.Join(cut.Nodes, ", ")))
@@ -383,6 +379,30 @@ var NodeRoles = map[string]string{
 	"replica":      "the replica of a replicated pair",
 	"slot-master":  "in a Redis Cluster, the master of the lock key's slot (slot-master+1: the master after it)",
 	"slot-replica": "in a Redis Cluster, the replica of the lock key's master",
+	"middle":       "of an odd number of lock nodes, the one in the middle (n3 of five): the node two majorities share",
+	"below-middle": "in a cut, every lock node before the middle one (n1, n2 of five)",
+	"above-middle": "in a cut, every lock node after the middle one (n4, n5 of five)",
+	"all":          "in a cut, every lock node",
+}
+
+// nodes resolves a cut's node reference, which may name several: all, or
+// the lock nodes either side of the middle one.
+func (c *compiler) nodes(path, ref string) ([]string, error) {
+	n := c.e.Nodes
+	switch ref {
+	case "all":
+		return n, nil
+	case "below-middle", "above-middle":
+		if len(n)%2 == 0 {
+			return nil, fmt.Errorf("%s: %s, but the lock has %d nodes, no middle one", path, ref, len(n))
+		}
+		if ref == "below-middle" {
+			return n[:len(n)/2], nil
+		}
+		return n[len(n)/2+1:], nil
+	}
+	one, err := c.node(path, ref)
+	return []string{one}, err
 }
 
 // node resolves a node reference: a node's name, or its role.
@@ -394,6 +414,11 @@ func (c *compiler) node(path, ref string) (string, error) {
 			return "", fmt.Errorf("%s: primary, but the lock has no node", path)
 		}
 		return e.Nodes[0], nil
+	case ref == "middle":
+		if len(e.Nodes)%2 == 0 {
+			return "", fmt.Errorf("%s: middle, but the lock has %d nodes, no middle one", path, len(e.Nodes))
+		}
+		return e.Nodes[len(e.Nodes)/2], nil
 	case ref == "replica":
 		if e.Replica == "" {
 			return "", fmt.Errorf("%s: replica, but the topology has no replica", path)
@@ -424,7 +449,7 @@ func (c *compiler) node(path, ref string) (string, error) {
 	case e.Nemesis.Node(ref) != nil:
 		return ref, nil
 	}
-	return "", fmt.Errorf("%s: no node %q in this run (its nodes: %s; or a role: primary, replica, slot-master, slot-replica)", path, ref, strings.Join(e.Nodes, ", "))
+	return "", fmt.Errorf("%s: no node %q in this run (its nodes: %s; or a role: primary, replica, middle, slot-master, slot-replica)", path, ref, strings.Join(e.Nodes, ", "))
 }
 
 // killLeader kills the ensemble's leader and waits for a new one.

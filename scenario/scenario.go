@@ -87,6 +87,22 @@ type Param struct {
 	Help string `json:"help"`
 }
 
+// NodesParam is the parameter that sets how many lock nodes a story is
+// told on, where it has one: the RedLock splits, whose schedules name the
+// nodes by their place around the middle one, so any odd count tells the
+// same story.
+const NodesParam = "nodes"
+
+// NodesAt is how many lock nodes the story is told on at params (its
+// nodes parameter where it has one, else Nodes), and 0 where the lock's
+// own count goes.
+func (s Scenario) NodesAt(params map[string]float64) int {
+	if _, ok := s.Param(NodesParam); ok {
+		return int(s.ParamsOf(params)[NodesParam])
+	}
+	return s.Nodes
+}
+
 // Param is the value of the story's parameter name in this run.
 func (e *Env) Param(name string) float64 { return e.Params[name] }
 
@@ -130,7 +146,8 @@ type Scenario struct {
 	// with (one client on each side of a partition).
 	ExactClients int `json:"exact_clients,omitempty"`
 	// Nodes, when set, is the only lock-node count the story is told with
-	// (its schedule names n1..n5); a lock on another count is refused.
+	// (its schedule names n1..n5), or, with a nodes parameter, the count
+	// it is told with by default; a lock on another count is refused.
 	Nodes            int      `json:"nodes,omitempty"`
 	TimeLimitTTLs    float64  `json:"time_limit_ttls"`
 	MinTimeLimitTTLs float64  `json:"min_time_limit_ttls,omitempty"`

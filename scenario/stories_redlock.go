@@ -16,9 +16,15 @@ const redlockNodes = 5
 // redlockLocks are the locks the RedLock stories judge.
 var redlockLocks = []string{"redlock", "redlock-novalidity", "redsync-redlock"}
 
-// redlockSplit is K4/K5's partition: client 0 reaches n1..n3, client 1
-// reaches n3..n5; n3 (C) is the one node they share.
-var redlockSplit = step(0, Action{Do: "partition", Cuts: []Cut{{From: "client 0", Nodes: []string{"n4", "n5"}}, {From: "client 1", Nodes: []string{"n1", "n2"}}}})
+// redlockSplit is K4/K5's partition: client 0 reaches the nodes up to the
+// middle one, client 1 the middle one and those after it (of five: n1..n3
+// and n3..n5); the middle one (C) is the one node their majorities share.
+var redlockSplit = step(0, Action{Do: "partition", Cuts: []Cut{{From: "client 0", Nodes: []string{"above-middle"}}, {From: "client 1", Nodes: []string{"below-middle"}}}})
+
+// redlockNodesParam is K4 and K5's count of lock nodes: a sweep of it asks
+// whether more nodes help when the one node two majorities share forgets.
+var redlockNodesParam = Param{Name: NodesParam, Unit: "nodes", Default: redlockNodes, Min: 3, Max: 9,
+	Help: "how many lock nodes (odd): client 0 reaches those up to the middle one, client 1 those from it on"}
 
 // The arguments about RedLock: Kleppmann's clock jump (K4) and crash-restart
 // (K5) with antirez's two mitigations, and antirez's late replies (K6).
@@ -34,19 +40,19 @@ func redlockStories(add func(Scenario)) {
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Clock: true},
 		Expect:   expect(redlockLocks, brokenPromise),
-		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n3"}, {Op: fault.PartitionStart}},
+		Requires: []fault.Evidence{{Op: fault.ClockBump}, {Op: fault.PartitionStart}},
 		// A jump shorter than what is left of the key's PX keeps the key on
 		// C; one longer drops it: a sweep of the jump finds the lease's
 		// length.
 		Params: []Param{{Name: "jump", Unit: "TTLs", Default: 10, Min: 0, Max: 20, Threshold: 1,
-			Help: "how far C's clock jumps forward while a client holds its three nodes"}},
-		Plan: Plan{redlockSplit, holderInLease(Action{Do: "bump-clock", Node: "n3", By: ParamNum("jump")})},
+			Help: "how far C's clock jumps forward while a client holds its three nodes"}, redlockNodesParam},
+		Plan: Plan{redlockSplit, holderInLease(Action{Do: "bump-clock", Node: "middle", By: ParamNum("jump")})},
 	})
 
 	crashRestart := func(delay float64) Plan {
-		return Plan{redlockSplit, holderInLease(Action{Do: "kill", Node: "n3"}, Action{Do: "restart", Node: "n3", Delay: TTLs(delay)})}
+		return Plan{redlockSplit, holderInLease(Action{Do: "kill", Node: "middle"}, Action{Do: "restart", Node: "middle", Delay: TTLs(delay)})}
 	}
-	crashRestartRequires := []fault.Evidence{{Op: fault.Kill, Node: "n3"}, {Op: fault.Restart, Node: "n3"}, {Op: fault.PartitionStart}}
+	crashRestartRequires := []fault.Evidence{{Op: fault.Kill}, {Op: fault.Restart}, {Op: fault.PartitionStart}}
 	add(Scenario{
 		Name:   "redlock-crash-restart",
 		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
@@ -56,6 +62,7 @@ func redlockStories(add func(Scenario)) {
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Expect:   expect(redlockLocks, brokenPromise),
 		Requires: crashRestartRequires,
+		Params:   []Param{redlockNodesParam},
 		Plan:     crashRestart(0),
 	})
 	add(Scenario{
@@ -68,6 +75,7 @@ func redlockStories(add func(Scenario)) {
 		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "a node that stays down longer than the TTL cannot grant a key some client still holds (antirez's delayed restart)"}),
 		Requires: crashRestartRequires,
+		Params:   []Param{redlockNodesParam},
 		Plan:     crashRestart(2),
 	})
 	add(Scenario{
@@ -81,6 +89,7 @@ func redlockStories(add func(Scenario)) {
 		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
 			Why: "with fsync always the restarted node still holds the key (antirez's mitigation)"}),
 		Requires: crashRestartRequires,
+		Params:   []Param{redlockNodesParam},
 		Plan:     crashRestart(0),
 	})
 
