@@ -10,6 +10,16 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
+// Late notes that the servers' own failover of replica came later than
+// the story allows (a split vote of the sentinels, retried after twice
+// the failover timeout): the run did not happen as told, so it is judged
+// starved and run again, not vacuous for want of traffic after it.
+func (n *Nemesis) Late(replica string, took, bound time.Duration) error {
+	return record(n.rec, fault.Starved, &history.Value{Target: fmt.Sprintf(
+		"the promotion of %s came %s after the wait began, and the story allows %s", replica, took.Round(time.Millisecond), bound),
+		Duration: int64(took - bound), Site: &history.Site{Node: replica}}, nil)
+}
+
 // AwaitSentinelPromotion waits, at most within, until the sentinels name
 // replica the master and the replica says it is one, and records that as
 // the promotion, at the moment the harness saw it. Sentinel fails over on

@@ -1,12 +1,14 @@
 package nemesis_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/nemesis"
 )
 
@@ -55,5 +57,14 @@ func TestSentinelPromotionIsAwaitedNotMade(t *testing.T) {
 	}
 	if role, _ := e.cl.Node("r").Role(ctx); role != "master" {
 		t.Fatalf("after the recorded promotion the replica says %q", role)
+	}
+	// A promotion later than the story allows is a note the run is judged
+	// starved by, not a fault.
+	if u := lateness.Unfitted(e.rec.Ops()); u != "" {
+		t.Fatalf("a promotion in time left a note: %s", u)
+	}
+	e.must(e.nem.Late("r", 5900*time.Millisecond, 3*time.Second))
+	if u := lateness.Unfitted(e.rec.Ops()); !strings.Contains(u, "the promotion of r came 5.9s after the wait began, and the story allows 3s") {
+		t.Fatalf("a late promotion: the run's note is %q", u)
 	}
 }

@@ -138,23 +138,40 @@ func actionTable() map[string]ActionKind {
 				}
 				return func(ctx context.Context, _ int) error { return c.e.Nemesis.Promote(ctx, c.e.Primary, node) }, "promote " + node, nil
 			}},
-		"await-promotion": {Needs: []string{"node"}, Help: "wait (up to 10 s) for Sentinel or the cluster to promote a replica on its own",
+		"await-promotion": {Needs: []string{"node"}, Takes: []string{"for"},
+			Help: "wait (up to 10 s) for Sentinel or the cluster to promote a replica on its own; a promotion later than for TTLs, where given, did not happen as told (the run is starved)",
 			compile: func(c *compiler, path string, a Action) (deed, string, error) {
 				node, err := c.node(path+".node", a.Node)
 				if err != nil {
 					return nil, "", err
 				}
+				var await func(ctx context.Context) error
+				var name string
 				switch {
 				case c.e.Sentinels != nil:
-					return func(ctx context.Context, _ int) error {
+					await = func(ctx context.Context) error {
 						return c.e.Nemesis.AwaitSentinelPromotion(ctx, c.e.Sentinels, node, promotionWait)
-					}, "wait for Sentinel to promote " + node, nil
+					}
+					name = "wait for Sentinel to promote " + node
 				case c.e.Cluster != nil:
-					return func(ctx context.Context, _ int) error {
+					await = func(ctx context.Context) error {
 						return c.e.Nemesis.AwaitClusterPromotion(ctx, c.e.Cluster, node, promotionWait)
-					}, "wait for the cluster to promote " + node, nil
+					}
+					name = "wait for the cluster to promote " + node
+				default:
+					return nil, "", fmt.Errorf("%s: await-promotion needs Sentinel or a Redis Cluster in the topology", path)
 				}
-				return nil, "", fmt.Errorf("%s: await-promotion needs Sentinel or a Redis Cluster in the topology", path)
+				bound := a.For.in(c.e)
+				return func(ctx context.Context, _ int) error {
+					start := time.Now()
+					if err := await(ctx); err != nil {
+						return err
+					}
+					if took := time.Since(start); bound > 0 && took > bound {
+						return c.e.Nemesis.Late(node, took, bound)
+					}
+					return nil
+				}, name, nil
 			}},
 		"kill-leader": {Help: "kill -9 the leader of a service's ensemble and wait until the others elect one",
 			compile: simple("kill -9 the ensemble's leader, and wait until the others elect one", killLeader)},
