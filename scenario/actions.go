@@ -76,6 +76,9 @@ func actionTable() map[string]ActionKind {
 					return nil, "", err
 				}
 				d, replica := a.For.in(c.e), cluster.ReplicaName(master)
+				if c.e.Nemesis.Node(replica) == nil {
+					return nil, "", fmt.Errorf("%s.node: %s has no replica in this run (name the master: primary)", path, master)
+				}
 				name := fmt.Sprintf("delay the replication of %s to %s by %s", master, replica, d)
 				if d == 0 {
 					name = fmt.Sprintf("end the delay on the replication of %s", master)

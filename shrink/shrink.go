@@ -1,7 +1,7 @@
 // Package shrink reduces the schedule of a run that showed a finding to a
 // smaller one that still shows it, as delta debugging does: fewer faults,
-// then shorter ones, then later ones, then fewer clients. Runs are not deterministic, so
-// every candidate is replayed several times and kept only when it shows
+// then shorter ones, then later ones, then fewer clients. Runs are not
+// deterministic, so every candidate is replayed several times and kept only when it shows
 // the finding often enough; the rate of every try is reported, and the
 // result is a scenario file that replays the smallest schedule found.
 package shrink
@@ -13,6 +13,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -197,8 +198,9 @@ func (o Options) withDefaults() Options {
 // it still shows the finding. It keeps the final heal-all and
 // removes faults as delta debugging does (halves, then quarters, down to
 // one at a time), then halves what each fault that is undone lasts, then
-// moves each start half way to the plan's end, then halves the clients while the finding stays (down to 2). stop ends it
-// early (a cancelled context).
+// starts each fault later, by half what is left between its end and the
+// plan's, then halves the clients while the finding stays (down to 2).
+// stop ends it early (a cancelled context).
 func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Plan, clients int) bool, stop func() error) (scenario.Plan, int) {
 	var faults, rest scenario.Plan
 	for _, st := range p {
@@ -246,8 +248,8 @@ func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Pl
 			faults = cand
 		}
 	}
-	// Later starts: each fault starts half way to the last moment it
-	// still fits before the plan ends, lasting as long: a finding that
+	// Later starts: each fault moves by half what is left between its end
+	// and the plan's, lasting as long: a finding that
 	// needs no warm-up before its fault shows that, and one that does
 	// keeps its start.
 	end := 0.0
@@ -297,10 +299,11 @@ func words(steps scenario.Plan) string {
 	return strings.Join(w, ", ")
 }
 
-// removed says what the shrink took out of from to reach to: a step of to
-// is matched with the step of from that does the same and starts nearest
-// before it or with it (a shrink only moves starts later), and what is
-// left of from was removed.
+// removed says what the shrink took out of from to reach to. A step of to
+// is matched with a step of from that does the same: first one that starts
+// with it, then, for a step that was moved (a shrink only moves starts
+// later), the one that starts nearest before it. What is left of from was
+// removed.
 func removed(from, to scenario.Plan, clientsFrom, clientsTo int) []string {
 	var out []string
 	used := make([]bool, len(from))
@@ -309,23 +312,40 @@ func removed(from, to scenario.Plan, clientsFrom, clientsTo int) []string {
 		y, _ := json.Marshal(b.Action)
 		return string(x) == string(y) && a.At.Param == b.At.Param && a.At.V <= b.At.V
 	}
-	var changed []string
-	for _, st := range to {
-		k := -1
+	match := make([]int, len(to))
+	for i, st := range to {
+		match[i] = slices.IndexFunc(from, func(f scenario.Step) bool { return f.At == st.At && same(f, st) })
+		if k := match[i]; k >= 0 && !used[k] {
+			used[k] = true
+		} else {
+			match[i] = -1
+		}
+	}
+	for i, st := range to {
+		if match[i] >= 0 {
+			continue
+		}
 		for j, f := range from {
-			if !used[j] && same(f, st) && (k < 0 || f.At.V > from[k].At.V) {
-				k = j
+			if k := match[i]; !used[j] && same(f, st) && (k < 0 || f.At.V > from[k].At.V) {
+				match[i] = j
 			}
 		}
-		if k >= 0 {
-			f := from[k]
+		if k := match[i]; k >= 0 {
 			used[k] = true
-			if f.At != st.At {
-				changed = append(changed, fmt.Sprintf("moved %s: starts at %s TTLs, not %s", st.Do, st.At, f.At))
-			}
-			if !f.Until.IsZero() && st.Until.V-st.At.V != f.Until.V-f.At.V {
-				changed = append(changed, fmt.Sprintf("shortened %s: lasts %s TTLs, not %s", st.Do, ttls(st.Until.V-st.At.V), ttls(f.Until.V-f.At.V)))
-			}
+		}
+	}
+	var changed []string
+	for i, st := range to {
+		k := match[i]
+		if k < 0 {
+			continue
+		}
+		f := from[k]
+		if f.At != st.At {
+			changed = append(changed, fmt.Sprintf("moved %s: starts at %s TTLs, not %s", st.Do, st.At, f.At))
+		}
+		if was, is := ttls(f.Until.V-f.At.V), ttls(st.Until.V-st.At.V); !f.Until.IsZero() && was != is {
+			changed = append(changed, fmt.Sprintf("shortened %s: lasts %s TTLs, not %s", st.Do, is, was))
 		}
 	}
 	for k, f := range from {

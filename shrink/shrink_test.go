@@ -68,4 +68,14 @@ func TestSmallerKeepsWhatTheFindingNeeds(t *testing.T) {
 	if said := removed(twice, twice[1:], 5, 5); len(said) != 1 || !strings.HasPrefix(said[0], `removed {"at":9,`) {
 		t.Errorf("the later of two arms kept: the report says %q", said)
 	}
+	// The first of two moved past the second is one move, and a move of
+	// a fault whose ends round differently is no shortening.
+	moved := scenario.Plan{{At: scenario.TTLs(19.5), Until: scenario.TTLs(22.3), Action: arm}, twice[1]}
+	if said := removed(twice, moved, 5, 5); !slices.Equal(said, []string{"moved arm: starts at 19.5 TTLs, not 9"}) {
+		t.Errorf("one of two arms moved: the report says %q", said)
+	}
+	odd := scenario.Plan{{At: scenario.TTLs(0.1), Until: scenario.TTLs(1.3), Action: arm}}
+	if said := removed(odd, scenario.Plan{{At: scenario.TTLs(0.7), Until: scenario.TTLs(1.9), Action: arm}}, 5, 5); len(said) != 1 {
+		t.Errorf("a move alone: the report says %q", said)
+	}
 }

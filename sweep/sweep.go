@@ -137,7 +137,9 @@ func cellKey(lock string, v float64) string { return lock + "@" + strconv.Format
 // itself, in ms, with every parameter of the story counted in TTLs held at
 // its length in time under the base TTL (-ttl, or the story's own). It
 // asks how long a lease must be for a given pause, jump or delay, and, for
-// a lock service, what its lease length buys.
+// a lock service, what its lease length buys. The rest of the story's
+// schedule (when a trap is armed, a literal delay) and its time limit stay
+// in TTLs, and scale with the lease.
 const TTLParam = "ttl"
 
 // ParamOf is the parameter name of story s, or, for TTLParam, the lease
@@ -151,11 +153,11 @@ func ParamOf(s scenario.Scenario, name string, base time.Duration) (scenario.Par
 	base = cmp.Or(base, s.TTL)
 	ms := float64(base) / float64(time.Millisecond)
 	p := scenario.Param{Name: TTLParam, Unit: "ms", Default: ms, Min: 100, Max: 60_000,
-		Help: fmt.Sprintf("the lease, with the story's faults held at their length at a TTL of %s", base)}
+		Help: fmt.Sprintf("the lease, with the story's parameters in TTLs held at their length at a TTL of %s", base)}
 	for _, q := range s.Params {
 		if q.Unit == "TTLs" && q.Threshold > 0 {
 			p.Threshold = math.Round(q.Default*ms/q.Threshold*1e3) / 1e3
-			p.Help += fmt.Sprintf(" (%s %g ms: a lease longer than that survives it)", q.Name, q.Default*ms)
+			p.Help += fmt.Sprintf(" (%s %g ms: its threshold is reached at a lease of %g ms)", q.Name, q.Default*ms, p.Threshold)
 			break
 		}
 	}

@@ -74,7 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		merge      = fs.String("merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
 		probe      = fs.String("probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
 		explore    = fs.Bool("explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
-		sweepSpec  = fs.String("sweep", "", "run one -scenario across a range of one of its parameters, or of ttl (the lease in ms, its faults held at their length in time), `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
+		sweepSpec  = fs.String("sweep", "", "run one -scenario across a range of one of its parameters, or of ttl (the lease in ms, the story's parameters held at their length in time), `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
 		runs       = fs.Int("runs", 10, "runs a point of a -sweep gets, for each lock; with -shrink, replays a candidate gets (default 4)")
 		shrinkDir  = fs.String("shrink", "", "shrink the finding (or the violation) of the run stored in `DIR` (a random run, a sweep point's, a scenario file's) to a smaller schedule that still shows it, replaying each candidate -runs times (default 4); writes results/shrinks/...")
 		printStory = fs.String("print-scenario", "", "print the built-in scenario `NAME` as a scenario file (JSON), then exit")

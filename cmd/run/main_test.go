@@ -903,16 +903,17 @@ func TestSweepShardsMergeIntoOnePlot(t *testing.T) {
 		t.Errorf("a sweep merged with a directory that holds none: exit %d, %q", code, errb.String())
 	}
 	for name, args := range map[string][]string{
-		"no such parameter":               {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "jump=1..2"},
-		"out of range":                    {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=1..40"},
-		"ttl too short":                   {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "ttl=50..1000"},
-		"ttl scales a pause out of range": {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "ttl=200..1000"},
-		"ttl below a lease service's":     {"-scenario", "paused-holder", "-lock", "zk", "-ttl", "1s", "-sweep", "ttl=700..2000"},
-		"two stories":                     {"-scenario", "paused-holder,fencing", "-lock", "set-nx-px", "-sweep", "pause=1..2"},
-		"no lock":                         {"-scenario", "paused-holder", "-sweep", "pause=1..2"},
-		"bad range":                       {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=2..1"},
-		"runs alone":                      {"-scenario", "paused-holder", "-lock", "set-nx-px", "-runs", "3"},
-		"sweep and explore":               {"-lock", "set-nx-px", "-sweep", "pause=1..2", "-explore"},
+		"no such parameter":                   {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "jump=1..2"},
+		"out of range":                        {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=1..40"},
+		"an even node count inside the range": {"-scenario", "redlock-crash-restart", "-lock", "redlock", "-sweep", "nodes=3..9"},
+		"ttl too short":                       {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "ttl=50..1000"},
+		"ttl scales a pause out of range":     {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "ttl=200..1000"},
+		"ttl below a lease service's":         {"-scenario", "paused-holder", "-lock", "zk", "-ttl", "1s", "-sweep", "ttl=700..2000"},
+		"two stories":                         {"-scenario", "paused-holder,fencing", "-lock", "set-nx-px", "-sweep", "pause=1..2"},
+		"no lock":                             {"-scenario", "paused-holder", "-sweep", "pause=1..2"},
+		"bad range":                           {"-scenario", "paused-holder", "-lock", "set-nx-px", "-sweep", "pause=2..1"},
+		"runs alone":                          {"-scenario", "paused-holder", "-lock", "set-nx-px", "-runs", "3"},
+		"sweep and explore":                   {"-lock", "set-nx-px", "-sweep", "pause=1..2", "-explore"},
 	} {
 		errb.Reset()
 		if code := run(context.Background(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {

@@ -46,10 +46,10 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 		fmt.Fprintf(stderr, "run: -sweep %s: scenario %s is told with %s from %g to %g %s\n", spec, s.Name, p.Name, p.Min, p.Max, p.Unit)
 		return 2
 	}
-	// Every lock at both ends of the range must resolve before a run
-	// starts (a parameter scales monotonically with a swept TTL).
+	// Every lock at every point must resolve before a run starts (a node
+	// count must be odd at each).
 	for _, l := range locks {
-		for _, v := range []float64{sp.From, sp.To} {
+		for _, v := range sp.Values() {
 			o := sweep.RunAt(s, base, sp.Param, v)
 			o.Lock = l
 			if _, err := engine.Resolve(o); err != nil {
