@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
 	"strconv"
@@ -165,9 +164,7 @@ func (n Num) of(e *Env) float64 {
 }
 
 // in is the number in a run, as a length of time.
-func (n Num) in(e *Env) time.Duration {
-	return time.Duration(math.Round(n.of(e) * float64(e.TTL)))
-}
+func (n Num) in(e *Env) time.Duration { return e.TTLs(n.of(e)) }
 
 // Schedule compiles the plan for one run: roles and clients named, every
 // number at this run's TTL and parameters. The plan must have passed

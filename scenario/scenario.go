@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -277,8 +278,9 @@ func (s Scenario) WithDefaults() Scenario {
 }
 
 // TTLs is n TTLs: schedules are told in TTLs so a story keeps its shape at
-// any -ttl.
-func (e *Env) TTLs(n float64) time.Duration { return time.Duration(n * float64(e.TTL)) }
+// any -ttl. It rounds to the nanosecond, so a time written in TTLs from a
+// duration (a random plan's) comes back as that duration.
+func (e *Env) TTLs(n float64) time.Duration { return time.Duration(math.Round(n * float64(e.TTL))) }
 
 // Locks lists the locks a scenario has expectations for, sorted.
 func (s Scenario) Locks() []string {
