@@ -25,6 +25,9 @@ type Observation struct {
 	// expired (0: it has no expiry).
 	Deadline    int64
 	Unreachable bool
+	// Prior is when the node's read before this one was sent (0:
+	// unknown): what the previous observation recorded still held then.
+	Prior int64
 }
 
 // present says whether the node is known to hold the key.
@@ -39,7 +42,7 @@ func ObservationsOf(ops []history.Op) map[string][]Observation {
 			continue
 		}
 		o := Observation{Node: op.Value.Target, Key: op.Key, Owner: op.Value.Token, At: op.Time,
-			Deadline: op.Value.Deadline, Unreachable: op.Error != ""}
+			Deadline: op.Value.Deadline, Unreachable: op.Error != "", Prior: op.Value.Prior}
 		out[o.Node] = append(out[o.Node], o)
 	}
 	return out
@@ -234,7 +237,8 @@ func (b believed) at(t int64) bool {
 }
 
 // StolenKeys finds keys taken from a live owner: a node held the key for
-// one lease, and next for another, with nothing in between that could
+// one lease, and next for another, with nothing between the last read
+// that found the first and the read that found the second that could
 // have removed the first: no read that found the key gone, no release of
 // the first lease (nor any release that deleted something), no expiry of
 // the first (its earliest deadline still ahead), no fault on that node,
@@ -307,13 +311,20 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 			if a.Deadline != 0 && a.Deadline <= b.At {
 				continue // a may have expired
 			}
+			// The key was a's until the read before b was sent; what
+			// removed it came later. Without that read, a's own is the
+			// last known.
+			from := a.At
+			if b.Prior > 0 {
+				from = b.Prior
+			}
 			if slices.ContainsFunc(faults, func(p history.Pair) bool {
 				s := p.Invoke.Value.Site
-				return p.Invoke.Time <= b.At && (p.Completion == nil || p.Completion.Time > a.At) && (s.Node == node || s.All)
+				return p.Invoke.Time <= b.At && (p.Completion == nil || p.Completion.Time > from) && (s.Node == node || s.All)
 			}) {
 				continue
 			}
-			if releases.between(a.Key, a.Owner, a.At, b.At) {
+			if releases.between(a.Key, a.Owner, from, b.At) {
 				continue
 			}
 			pa := live(a.Key, a.Owner, b.At)

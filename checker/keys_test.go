@@ -22,6 +22,14 @@ func (x *h) seen(node, owner string, deadline, at int64) *h {
 	return x
 }
 
+// seenSince is seen with the time the node's read before this one was
+// sent, which still found what the previous observation recorded.
+func (x *h) seenSince(node, owner string, deadline, prior, at int64) *h {
+	x.seen(node, owner, deadline, at)
+	(*x)[len(*x)-1].Value.Prior = prior
+	return x
+}
+
 // grant is p's acquire of L, returning token with a promise to deadline.
 func (x *h) grant(p int, token string, deadline, a0, a1 int64) *h {
 	x.add(p, history.Invoke, history.Acquire, "L", nil, a0, "")
@@ -106,6 +114,29 @@ func TestStolenKeysAFailedReleaseOfAnotherLeaseExcusesNothing(t *testing.T) {
 	x.grant(1, "B", ms(1100), ms(41), ms(45)).seen("n1", "B", 0, ms(46))
 	if v := (StolenKeys{}).Check(sorted(x)); v.Counts["stolen-key"] != 1 {
 		t.Fatalf("want a stolen key, got %v %+v", v.Valid, v.Anomalies)
+	}
+}
+
+func TestStolenKeysAReleaseBeforeTheLastReadOfTheOwnerExcusesNothing(t *testing.T) {
+	// Process 2 (its own key overwritten earlier) releases with a plain
+	// DEL, which may delete whatever it finds, between the read that
+	// first found A and the read that found B. Whether it may have
+	// removed A depends on when A was last seen.
+	run := func(prior int64) Verdict {
+		var x h
+		x.grant(0, "A", ms(1000), ms(0), ms(2)).seen("n1", "A", 0, ms(3))
+		x.release(2, "C", ms(20), ms(25), history.OK)
+		x.grant(1, "B", ms(1100), ms(41), ms(45)).seenSince("n1", "B", 0, prior, ms(46))
+		return StolenKeys{}.Check(sorted(x))
+	}
+	if v := run(ms(36)); v.Counts["stolen-key"] != 1 {
+		t.Errorf("A still read at 36 ms, after the release returned at 25 ms: want a stolen key, got %v %+v", v.Valid, v.Anomalies)
+	}
+	if v := run(ms(22)); v.Valid != Valid {
+		t.Errorf("A last read at 22 ms, before the release returned at 25 ms: want it excused, got %+v", v.Anomalies)
+	}
+	if v := run(0); v.Valid != Valid {
+		t.Errorf("no earlier read recorded: the release after A's first read must excuse, got %+v", v.Anomalies)
 	}
 }
 

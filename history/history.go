@@ -51,8 +51,10 @@ const (
 	// lease token stored in the value, or a hash lock's owner field; empty
 	// when the key did not exist), Value.Deadline the harness time (ns)
 	// by which the key expires at the earliest (0: no expiry), Value.Target
-	// the node, Error set when the node did not answer. It is recorded
-	// when that changes, as one OK op without an invocation.
+	// the node, Error set when the node did not answer, Value.Prior when
+	// the read before it was sent, which still found what the node's
+	// previous observation recorded. It is recorded when that changes, as
+	// one OK op without an invocation.
 	Observe = "observe"
 )
 
@@ -80,6 +82,14 @@ type Value struct {
 	// ns, where that is the server's own work and not the harness's (an
 	// ensemble member rejoining its quorum): lateness is counted past it.
 	Usual int64 `json:"usual,omitempty"`
+	// Prior is, on an observation, the harness time (ns) at which the
+	// node's previous read was sent (0: none, or a history recorded
+	// before it). Observations are recorded only when what a node holds
+	// changes, so without it a checker knows the old state only from the
+	// read that first found it: whatever removed it may have come at any
+	// time since, and a change of owner could not be told apart from any
+	// release made while the old owner held.
+	Prior int64 `json:"prior,omitempty"`
 }
 
 // Op is one history entry.

@@ -120,6 +120,7 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 	c := cluster.NewClient(n.Addr(), cluster.ClientOptions{Timeout: o.Timeout, PoolSize: 1})
 	defer c.Close()
 	var last *state
+	var prior int64 // when the read before this one was sent
 	t := time.NewTicker(o.Interval)
 	defer t.Stop()
 	for {
@@ -128,15 +129,18 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 			return
 		case <-t.C:
 		}
-		s := read(ctx, c, o, n.Kind() == cluster.ClusterNodeKind)
+		sent := o.Rec.Now()
+		s := read(ctx, c, o, sent, n.Kind() == cluster.ClusterNodeKind)
 		if ctx.Err() != nil {
 			return
 		}
+		before := prior
+		prior = sent
 		if last != nil && !last.changed(s) {
 			continue
 		}
 		last = &s
-		v := &history.Value{Token: s.owner, Deadline: s.deadline, Target: n.Name}
+		v := &history.Value{Token: s.owner, Deadline: s.deadline, Target: n.Name, Prior: before}
 		op := history.Op{Process: history.ObserverProcess, Type: history.OK, F: history.Observe, Key: o.Key, Value: v}
 		if s.unreachable {
 			op.Error = "no answer within " + o.Timeout.String()
@@ -145,9 +149,9 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 	}
 }
 
-// read reads the key once. The deadline is counted from before the read
-// was sent: the node read its PTTL later than that, so the key lives at
-// least until the deadline recorded, never less.
+// read reads the key once, sent at harness time sent. The deadline is
+// counted from then: the node read its PTTL later than that, so the key
+// lives at least until the deadline recorded, never less.
 //
 // A Redis Cluster node answers only for the slots it serves. It is read
 // as it holds the key whatever the slot map says: READONLY lets a replica
@@ -155,10 +159,9 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 // the key's slot answer for the keys already moved to it. A node that
 // still sends the read elsewhere (MOVED, or ASK for a key it no longer
 // has) holds no such key.
-func read(ctx context.Context, c *redis.Client, o Options, clusterNode bool) state {
+func read(ctx context.Context, c *redis.Client, o Options, sent int64, clusterNode bool) state {
 	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	sent := o.Rec.Now()
 	var r []any
 	var err error
 	if clusterNode {

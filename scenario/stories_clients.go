@@ -51,12 +51,19 @@ func clientStories(add func(Scenario)) {
 			[]string{"set-nx-px", "redlock", "fair", "mutex"}, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "expiry is Redis's (set-nx-px), a constant skew does not change elapsed time (RedLock), the client clock only orders the waiter queue (fair), or no clock is read at all (mutex)"},
 		),
-		Requires: []fault.Evidence{{Op: fault.ClockSkew}},
+		Requires: []fault.Evidence{{Op: fault.ClockSkew}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
 		// Two TTLs of traffic first: five clients' first RedLock round can
 		// split the votes and end empty-handed after a whole wait, and with
 		// one TTL a loaded machine left no lock attempt completed before
-		// the skew (a vacuous run).
-		Plan: Plan{step(2, Action{Do: "skew-client", Client: "0", By: TTLs(3)})},
+		// the skew (a vacuous run). The skew comes while client 1 holds the
+		// lock, which it keeps for half a TTL more: client 0 cannot be the
+		// holder at the skew (its own key would be the first it takes), and
+		// the first theft is of a key nobody releases while the observer
+		// still reads it. Once two clients believe they hold, each one's
+		// plain DEL may delete the other's key, and a change of owner after
+		// that is no longer evidence of an overwrite.
+		Plan: Plan{arm(2, Trap{Point: workloads.BeforeWrite, Client: "1", Pause: TTLs(0.5), Stall: true,
+			Then: []Action{{Do: "skew-client", Client: "0", By: TTLs(3)}}})},
 	})
 
 	add(Scenario{
