@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -159,4 +160,126 @@ func BenchmarkNodeCheckers(b *testing.B) {
 			}
 		}
 	}
+}
+
+// soak hands fn a history of about n ops, one at a time, as 16 clients
+// record it against a working lease lock in an hour's run (17M ops): each
+// waits in its acquire from its last release to its turn, then reads and
+// increments the register and releases; the observer sees the holder's
+// token on the node and the key gone after each release. With bad ≥ 0, in
+// cycle bad the next client's acquire is granted while the holder still
+// works (a double holder, its write a lost update).
+func soak(n, bad int, fn func(history.Op)) {
+	const clients = 16
+	const ttl = int64(2 * time.Second)
+	idx := int64(0)
+	t := int64(0)
+	emit := func(p int, typ history.Type, f, key string, v *history.Value) {
+		t += 1000
+		fn(history.Op{Index: idx, Process: p, Type: typ, F: f, Key: key, Value: v, Time: t})
+		idx++
+	}
+	for p := 0; p < clients; p++ {
+		emit(p, history.Invoke, history.Acquire, "L", nil)
+	}
+	reg := int64(0)
+	for i := 0; int(idx) < n; i++ {
+		p := i % clients
+		tok := fmt.Sprint("t", i)
+		emit(p, history.OK, history.Acquire, "L", &history.Value{Token: tok, Fence: int64(i + 1), Deadline: t + ttl})
+		emit(history.ObserverProcess, history.OK, history.Observe, "L", &history.Value{Token: tok, Deadline: t + ttl, Target: "n1", Prior: t - 500})
+		emit(p, history.Invoke, history.Read, "R", nil)
+		emit(p, history.OK, history.Read, "R", &history.Value{Reg: history.Int64(reg)})
+		if i == bad {
+			q := (i + 1) % clients
+			emit(q, history.OK, history.Acquire, "L", &history.Value{Token: "x", Fence: int64(i + 2), Deadline: t + ttl})
+			emit(q, history.Invoke, history.Read, "R", nil)
+			emit(q, history.OK, history.Read, "R", &history.Value{Reg: history.Int64(reg)})
+			emit(q, history.Invoke, history.Write, "R", &history.Value{Reg: history.Int64(reg + 1), Fence: int64(i + 2)})
+			emit(q, history.OK, history.Write, "R", nil)
+			emit(q, history.Invoke, history.Release, "L", &history.Value{Token: "x"})
+			emit(q, history.OK, history.Release, "L", nil)
+			emit(q, history.Invoke, history.Acquire, "L", nil)
+		}
+		reg++
+		emit(p, history.Invoke, history.Write, "R", &history.Value{Reg: history.Int64(reg), Fence: int64(i + 1)})
+		emit(p, history.OK, history.Write, "R", nil)
+		emit(p, history.Invoke, history.Release, "L", &history.Value{Token: tok})
+		emit(p, history.OK, history.Release, "L", nil)
+		emit(history.ObserverProcess, history.OK, history.Observe, "L", &history.Value{Target: "n1", Prior: t - 500})
+		emit(p, history.Invoke, history.Acquire, "L", nil)
+	}
+}
+
+// peakHeap samples the live heap until stop is closed and returns its
+// peak, in bytes.
+func peakHeap(stop <-chan struct{}) <-chan uint64 {
+	out := make(chan uint64, 1)
+	go func() {
+		var peak uint64
+		var m runtime.MemStats
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			runtime.ReadMemStats(&m)
+			peak = max(peak, m.HeapInuse)
+			select {
+			case <-stop:
+				out <- peak
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return out
+}
+
+// BenchmarkStreamHour is §6's soak: an hour of a 16-client run (17M ops)
+// judged by every checker an engine run uses, read as a stream. It never
+// holds the history: the heap stays at what a segment and the checkers'
+// carried state take, whatever the length. A failing hour (a double holder
+// near its end) must come out invalid. Target: under a minute, and a peak
+// heap of tens of megabytes (the whole history alone would be about
+// 3.4 GB).
+//
+//	go test -run '^$' -bench StreamHour -benchtime 1x ./checker/
+func BenchmarkStreamHour(b *testing.B) {
+	ops := 17_000_000
+	if testing.Short() {
+		ops = 2_000_000
+	}
+	for _, bad := range []int{-1, ops / 14 * 9 / 10} {
+		name := "valid"
+		if bad >= 0 {
+			name = "failing"
+		}
+		b.Run(fmt.Sprintf("%s/ops=%d", name, ops), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				runtime.GC()
+				stop := make(chan struct{})
+				peak := peakHeap(stop)
+				s := NewStream(soakCheckers(), 0)
+				soak(ops, bad, s.Add)
+				vs := s.Verdicts()
+				close(stop)
+				b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MB")
+				b.ReportMetric(float64(s.Segments()), "segments")
+				for _, v := range vs {
+					// The double holder is seen by the checkers of what
+					// clients believed and wrote, not by the node's.
+					caught := v.Checker == IntervalsName || v.Checker == LinearizableName || v.Checker == PromiseName || v.Checker == ResourceName
+					if want := bad < 0 || !caught; (v.Valid == Valid) != want {
+						b.Fatalf("%s: %v on a %s history: %+v", v.Checker, v.Valid, name, v.Anomalies)
+					}
+				}
+			}
+		})
+	}
+}
+
+// soakCheckers are an engine run's checkers at a TTL of 2 s.
+func soakCheckers() []Checker {
+	return []Checker{Intervals{}, Linearizable{Semantics: Fenced, Timeout: time.Minute}, Promise{}, Resource{},
+		Liveness{Allowance: 4 * time.Second}, GhostHolds{Bound: 200 * time.Millisecond, Allowance: 4 * time.Second, Quorum: 1},
+		StolenKeys{}, Fairness{Margin: 20 * time.Millisecond}}
 }

@@ -89,7 +89,7 @@ func agreement(ops []history.Op, allow int64) (int, []string) {
 		compare(fmt.Sprintf("linearizable (%s)", s), got, ref)
 		whole := porcupine.CheckOperationsTimeout(Model(s), mutexOperations(ops, false), 10*time.Second)
 		compare(fmt.Sprintf("unreduced porcupine (%s)", s), whole == porcupine.Ok, ref)
-		segs := segmentsOf(s, MutexOperations(ops), 1)
+		segs := segmentsOf(s, MutexOperations(ops), 1, nil)
 		cut, _ := checkSegments(s, segs, 10*time.Second)
 		compare(fmt.Sprintf("segments cut everywhere (%s)", s), cut == porcupine.Ok, ref)
 	}

@@ -189,6 +189,10 @@ type Linearizable struct {
 	Semantics Semantics
 	// Timeout bounds the search; when it runs out the answer is Unknown.
 	Timeout time.Duration
+	// fences are, by key, the greatest fencing token granted before the
+	// ops (a Stream's earlier segments), which each key's search starts
+	// from.
+	fences map[string]int64
 }
 
 // Name is LinearizableName.
@@ -206,7 +210,7 @@ func (l Linearizable) timeout() time.Duration {
 func (l Linearizable) Check(ops []history.Op) Verdict {
 	timeout := l.timeout()
 	pops := MutexOperations(ops)
-	segs := segmentsOf(l.Semantics, pops, minSegment)
+	segs := segmentsOf(l.Semantics, pops, minSegment, l.fences)
 	v := Verdict{Checker: LinearizableName, Details: Details{
 		Operations: len(pops), Model: l.Semantics.String(), Segments: len(segs)}}
 	res, bad := checkSegments(l.Semantics, segs, timeout)
@@ -250,7 +254,7 @@ func (l Linearizable) Timeline(ops []history.Op, at int64, maxOps int) Window {
 	var window []porcupine.Operation
 	byKey := map[string][]segment{}
 	var keys []string
-	for _, s := range segmentsOf(l.Semantics, MutexOperations(ops), minSegment) {
+	for _, s := range segmentsOf(l.Semantics, MutexOperations(ops), minSegment, nil) {
 		if _, seen := byKey[s.key]; !seen {
 			keys = append(keys, s.key)
 		}
@@ -335,13 +339,13 @@ const minSegment = 250
 // successful acquires than releases and no lapse, the count is that
 // surplus, and the fence is the greatest handed out. If they have no
 // legal order the verdict is illegal whatever follows.
-func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment {
+func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int, fences map[string]int64) []segment {
 	var out []segment
 	for _, kops := range partitionByKey(ops) {
 		sort.SliceStable(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
 		key := kops[0].Input.(MutexInput).Key
 		net := map[int]int{} // over the ops that returned before the sweep's time
-		var fence int64
+		fence := fences[key]
 		state := func() MutexState {
 			st := MutexState{Holder: free}
 			for p, n := range net {
@@ -375,7 +379,7 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int) []segment 
 		isAcquire := func(o porcupine.Operation) bool {
 			return o.Input.(MutexInput).F == history.Acquire && o.Output.(MutexOutput).Type == history.OK
 		}
-		cur := segment{key: key, init: MutexState{Holder: free}, from: kops[0].Call}
+		cur := segment{key: key, init: state(), from: kops[0].Call}
 		maxReturn := int64(math.MinInt64)
 		for _, o := range kops {
 			for flying.Len() > 0 && (*flying)[0].Return < o.Call {

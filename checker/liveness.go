@@ -37,6 +37,13 @@ type Liveness struct {
 	// Allowance is the longest stall a correct lock may show: its TTL, plus
 	// the waiter timeout where a dead waiter may hold a queue, plus slack.
 	Allowance time.Duration
+	// start is when a Stream's segment began, at a grant: no stall of
+	// the segment begins before it.
+	start int64
+	// settled are the processes whose acquire in flight at the end of a
+	// Stream's segment was answered after it with a grant or a refusal:
+	// it took nothing before the cut, and is left out.
+	settled map[int]bool
 }
 
 // Name is LivenessName.
@@ -72,9 +79,10 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 			continue
 		}
 		if _, ok := ready[inv.Key]; !ok {
-			ready[inv.Key] = inv.Time
+			ready[inv.Key] = max(inv.Time, l.start)
 		}
 		switch {
+		case c == nil && l.settled[inv.Process]:
 		case c == nil:
 			spans[inv.Key] = append(spans[inv.Key], busy{inv.Time, end})
 		case c.Type == history.Info:

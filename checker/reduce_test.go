@@ -157,7 +157,7 @@ func TestSegmentsKeepTheVerdict(t *testing.T) {
 			for _, o := range pops {
 				called[[2]int64{int64(o.ClientId), o.Return}] = o.Call
 			}
-			segs := segmentsOf(s, pops, 1)
+			segs := segmentsOf(s, pops, 1, nil)
 			got, _ := checkSegments(s, segs, 10*time.Second)
 			if whole != got {
 				differ++

@@ -34,18 +34,40 @@ type write struct {
 }
 
 // Check reports lost updates and stale writes.
-func (Resource) Check(ops []history.Op) Verdict {
+func (r Resource) Check(ops []history.Op) Verdict {
+	v, _ := r.judge(ops, nil, true)
+	return v
+}
+
+// resourceCarry is what the register's judgement of a Stream's segments
+// carries from one to the next: at a cut no write or read is in flight,
+// so every write before it was accepted, refused or left unknown there.
+type resourceCarry struct {
+	count  map[string]int64 // accepted writes, by key
+	muted  map[string]bool  // keys whose final value cannot be told: a write of unknown outcome, or a lost update
+	values map[string]*runs // the values accepted, by key
+	best   map[string]write // the accepted fenced write with the greatest token, by key
+	read   map[string]registerRead
+	write  map[string]int64 // latest completion (or call, if none) of any write, by key
+}
+
+// registerRead is a read of the register that returned: when it was
+// called and what it saw.
+type registerRead struct{ at, value int64 }
+
+// judge judges ops after what before (nil: nothing) carries, and the final
+// value only if last; it returns what the next segment needs.
+func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdict, *resourceCarry) {
 	v := Verdict{Checker: ResourceName, Valid: Valid}
-	var accepted []write
-	unknown := map[string]int{} // writes of unknown outcome, by key
-	rejected, withheld := 0, 0
-	type read struct {
-		at, value int64
+	c := before
+	if c == nil {
+		c = &resourceCarry{count: map[string]int64{}, muted: map[string]bool{}, values: map[string]*runs{},
+			best: map[string]write{}, read: map[string]registerRead{}, write: map[string]int64{}}
 	}
-	lastRead := map[string]read{}
-	lastWrite := map[string]int64{} // latest completion (or call, if none) of any write
+	var accepted []write
+	rejected, withheld, unknown := 0, 0, 0
 	for _, p := range history.Pairs(ops) {
-		inv, c := p.Invoke, p.Completion
+		inv, cp := p.Invoke, p.Completion
 		if inv.Process == history.NemesisProcess {
 			continue
 		}
@@ -55,49 +77,57 @@ func (Resource) Check(ops []history.Op) Verdict {
 				continue
 			}
 			done := inv.Time
-			if c != nil {
-				done = c.Time
+			if cp != nil {
+				done = cp.Time
 			}
-			lastWrite[inv.Key] = max(lastWrite[inv.Key], done)
+			c.write[inv.Key] = max(c.write[inv.Key], done)
 			switch {
-			case c == nil || c.Type == history.Info:
-				unknown[inv.Key]++
-			case c.Type == history.Fail:
-				switch c.Error {
+			case cp == nil || cp.Type == history.Info:
+				unknown++
+				c.muted[inv.Key] = true
+			case cp.Type == history.Fail:
+				switch cp.Error {
 				case ErrStaleFence:
 					rejected++
 				case ErrLeaseLost:
 					withheld++
 				}
-			case c.Type == history.OK:
+			case cp.Type == history.OK:
 				accepted = append(accepted, write{process: inv.Process, key: inv.Key,
-					reg: *inv.Value.Reg, fence: inv.Value.Fence, call: inv.Time, ret: c.Time})
+					reg: *inv.Value.Reg, fence: inv.Value.Fence, call: inv.Time, ret: cp.Time})
 			}
 		case history.Read:
-			if c != nil && c.Type == history.OK && c.Value != nil && c.Value.Reg != nil {
-				lastRead[inv.Key] = read{at: inv.Time, value: *c.Value.Reg}
+			if cp != nil && cp.Type == history.OK && cp.Value != nil && cp.Value.Reg != nil {
+				c.read[inv.Key] = registerRead{at: inv.Time, value: *cp.Value.Reg}
 			}
 		}
 	}
 	v.Details.WritesAccepted = len(accepted)
-	nUnknown := 0
-	for _, n := range unknown {
-		nUnknown += n
-	}
-	v.Details.WritesUnknown = nUnknown
+	v.Details.WritesUnknown = unknown
 	v.Details.StaleWritesRejected = rejected
 	v.Details.WritesWithheld = withheld
 
-	lost := map[string]int{} // by key
+	lost := 0
 	first := map[string]map[int64]write{}
 	for _, w := range accepted {
+		c.count[w.key]++
 		seen := first[w.key]
 		if seen == nil {
 			seen = map[int64]write{}
 			first[w.key] = seen
 		}
-		if prev, dup := seen[w.reg]; dup {
-			lost[w.key]++
+		prev, dup := seen[w.reg]
+		if !dup && c.values[w.key].has(w.reg) {
+			lost++
+			c.muted[w.key] = true
+			v.add(Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{w.process}, Start: w.ret, End: w.ret,
+				Text: fmt.Sprintf("process %d wrote %d to %q at %s, a value accepted before the stream's segment began: one increment was lost",
+					w.process, w.reg, w.key, seconds(w.ret))})
+			continue
+		}
+		if dup {
+			lost++
+			c.muted[w.key] = true
 			text := fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
 				prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
 			if prev.process == w.process {
@@ -110,30 +140,33 @@ func (Resource) Check(ops []history.Op) Verdict {
 		}
 		seen[w.reg] = w
 	}
-	nLost := 0
-	for _, n := range lost {
-		nLost += n
+	for key, seen := range first {
+		if c.values[key] == nil {
+			c.values[key] = &runs{}
+		}
+		for _, reg := range slices.Sorted(maps.Keys(seen)) {
+			c.values[key].add(reg)
+		}
 	}
-	v.Details.LostUpdates = nLost
+	v.Details.LostUpdates = lost
 
-	stale := staleWrites(accepted)
+	stale := staleWrites(accepted, c.best)
 	for _, a := range stale {
 		v.add(a)
 	}
 	v.Details.StaleWritesAccepted = len(stale)
+	if !last {
+		return v, c
+	}
 
 	// A read begun after every write of its key had completed sees the
 	// final value; with no unknown writes of that key it must equal the
 	// number of accepted ones (unless a lost update of that key already
 	// told the same story). A write of unknown outcome mutes only its key.
-	count := map[string]int64{}
-	for _, w := range accepted {
-		count[w.key]++
-	}
-	for _, k := range slices.Sorted(maps.Keys(count)) {
-		n := count[k]
-		r, ok := lastRead[k]
-		if !ok || r.at <= lastWrite[k] || unknown[k] > 0 || lost[k] > 0 {
+	for _, k := range slices.Sorted(maps.Keys(c.count)) {
+		n := c.count[k]
+		r, ok := c.read[k]
+		if !ok || r.at <= c.write[k] || c.muted[k] {
 			continue // no final read, or nothing to compare it with
 		}
 		if f := r.value; f != n {
@@ -141,14 +174,51 @@ func (Resource) Check(ops []history.Op) Verdict {
 				Text: fmt.Sprintf("%q ends at %d after %d accepted increments", k, f, n)})
 		}
 	}
-	return v
+	return v, c
+}
+
+// runs is a set of register values as sorted, disjoint runs of
+// consecutive ones: an incremented register's values take one run, however
+// long the history.
+type runs struct{ lo, hi []int64 }
+
+// has says whether x is in the set.
+func (r *runs) has(x int64) bool {
+	if r == nil {
+		return false
+	}
+	i := sort.Search(len(r.lo), func(i int) bool { return r.hi[i] >= x })
+	return i < len(r.lo) && r.lo[i] <= x
+}
+
+// add puts x in the set, joining the runs it touches.
+func (r *runs) add(x int64) {
+	i := sort.Search(len(r.lo), func(i int) bool { return r.hi[i] >= x-1 })
+	switch {
+	case i < len(r.lo) && r.lo[i] <= x && x <= r.hi[i]:
+		return
+	case i < len(r.lo) && r.hi[i] == x-1:
+		r.hi[i] = x
+		if i+1 < len(r.lo) && r.lo[i+1] == x+1 {
+			r.hi[i] = r.hi[i+1]
+			r.lo, r.hi = slices.Delete(r.lo, i+1, i+2), slices.Delete(r.hi, i+1, i+2)
+		}
+	case i < len(r.lo) && r.lo[i] == x+1:
+		r.lo[i] = x
+	default:
+		r.lo, r.hi = slices.Insert(r.lo, i, x), slices.Insert(r.hi, i, x)
+	}
 }
 
 // staleWrites finds accepted fenced writes whose token is not greater than
 // that of a write accepted before they were invoked. Real-time order, not
 // completion order, because two concurrent writes may complete in either
 // order whatever order the store ran them in.
-func staleWrites(accepted []write) []Anomaly {
+//
+// best holds, by key, the accepted fenced write with the greatest token
+// from before accepted (a Stream's earlier segments, all returned before
+// any of these was called); it is updated to include these.
+func staleWrites(accepted []write, best map[string]write) []Anomaly {
 	var out []Anomaly
 	byKey := map[string][]write{}
 	for _, w := range accepted {
@@ -156,27 +226,34 @@ func staleWrites(accepted []write) []Anomaly {
 			byKey[w.key] = append(byKey[w.key], w)
 		}
 	}
-	for key, ws := range byKey {
+	for _, key := range slices.Sorted(maps.Keys(byKey)) {
+		ws := byKey[key]
 		byRet := append([]write(nil), ws...)
 		sort.Slice(byRet, func(i, j int) bool { return byRet[i].ret < byRet[j].ret })
 		byCall := append([]write(nil), ws...)
 		sort.Slice(byCall, func(i, j int) bool { return byCall[i].call < byCall[j].call })
-		var best write
+		top := best[key]
 		j := 0
 		for _, w := range byCall {
 			for j < len(byRet) && byRet[j].ret < w.call {
-				if byRet[j].fence > best.fence {
-					best = byRet[j]
+				if byRet[j].fence > top.fence {
+					top = byRet[j]
 				}
 				j++
 			}
-			if best.fence > 0 && w.fence <= best.fence {
-				out = append(out, Anomaly{Kind: "stale-write", Key: key, Processes: []int{best.process, w.process},
-					Start: best.ret, End: w.ret,
+			if top.fence > 0 && w.fence <= top.fence {
+				out = append(out, Anomaly{Kind: "stale-write", Key: key, Processes: []int{top.process, w.process},
+					Start: top.ret, End: w.ret,
 					Text: fmt.Sprintf("process %d's write with fencing token %d was accepted after process %d's write with token %d",
-						w.process, w.fence, best.process, best.fence)})
+						w.process, w.fence, top.process, top.fence)})
 			}
 		}
+		for _, w := range byRet[j:] {
+			if w.fence > top.fence {
+				top = w
+			}
+		}
+		best[key] = top
 	}
 	return out
 }

@@ -256,6 +256,29 @@ var ErrTruncated = errors.New("history: last line truncated")
 // ErrTruncated; a malformed line elsewhere is an error naming the line.
 func Load(r io.Reader) ([]Op, error) {
 	var ops []Op
+	err := Each(r, func(op Op) { ops = append(ops, op) })
+	var bad lineError
+	if errors.As(err, &bad) {
+		return nil, err
+	}
+	return ops, err
+}
+
+// lineError is a malformed line that is not the last.
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e lineError) Error() string { return fmt.Sprintf("history: line %d: %v", e.line, e.err) }
+func (e lineError) Unwrap() error { return e.err }
+
+// Each reads a JSONL history op by op and hands each to fn, in memory that
+// does not grow with the history: a checker that reads it as a stream
+// (checker.Stream) judges an hour's run in what a segment takes. Its
+// errors are Load's; the ops before a malformed line have been handed
+// over by the time it is reported.
+func Each(r io.Reader, fn func(Op)) error {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	var bad error
@@ -266,22 +289,22 @@ func Load(r io.Reader) ([]Op, error) {
 			continue
 		}
 		if bad != nil {
-			return nil, bad
+			return bad
 		}
 		var op Op
 		if err := json.Unmarshal(sc.Bytes(), &op); err != nil {
-			bad = fmt.Errorf("history: line %d: %w", line, err)
+			bad = lineError{line, err}
 			continue
 		}
-		ops = append(ops, op)
+		fn(op)
 	}
 	if err := sc.Err(); err != nil {
-		return ops, fmt.Errorf("history: %w", err)
+		return fmt.Errorf("history: %w", err)
 	}
 	if bad != nil {
-		return ops, ErrTruncated
+		return ErrTruncated
 	}
-	return ops, nil
+	return nil
 }
 
 // LoadFile is Load on a file path.
@@ -289,6 +312,17 @@ func Load(r io.Reader) ([]Op, error) {
 // A finished run's history is kept compressed (Compress): path may name
 // the .gz file, or the plain one that was replaced by it.
 func LoadFile(path string) ([]Op, error) {
+	r, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return Load(r)
+}
+
+// Open opens a stored history for reading, as LoadFile finds it (plain or
+// compressed), for Each.
+func Open(path string) (io.ReadCloser, error) {
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) && !strings.HasSuffix(path, ".gz") {
 		if g, gerr := os.Open(path + ".gz"); gerr == nil {
@@ -298,16 +332,24 @@ func LoadFile(path string) ([]Op, error) {
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)
 	}
-	defer f.Close()
 	if !strings.HasSuffix(path, ".gz") {
-		return Load(f)
+		return f, nil
 	}
 	gz, err := gzip.NewReader(f)
 	if err != nil {
+		f.Close()
 		return nil, fmt.Errorf("history: %s: %w", path, err)
 	}
-	return Load(gz)
+	return gzFile{gz, f}, nil
 }
+
+// gzFile closes the decompressor and the file under it.
+type gzFile struct {
+	*gzip.Reader
+	f *os.File
+}
+
+func (g gzFile) Close() error { return errors.Join(g.Reader.Close(), g.f.Close()) }
 
 // Compress replaces the finished history file at path with path.gz, about
 // a tenth of its size: a matrix keeps every history whole without filling
@@ -347,14 +389,31 @@ type Pair struct {
 }
 
 // Pairs matches each invoke with the next op of the same process, which is
-// its completion because a process runs one op at a time. A Completion
-// points into ops, which nobody changes once recorded: a million-op history
-// is paired without a copy of each completion.
+// its completion because a process runs one op at a time. The nemesis is
+// the exception: its actions overlap (a restart decided now and made after
+// a delay, two clients' pauses), so its completion is matched with the
+// earliest invocation in flight of the same action on the same target. A
+// Completion points into ops, which nobody changes once recorded: a
+// million-op history is paired without a copy of each completion.
 func Pairs(ops []Op) []Pair {
 	pairs := make([]Pair, 0, len(ops)/2+1)
 	open := map[int]int{}
+	nemesis := map[ActionKey][]int{}
 	for j := range ops {
 		op := &ops[j]
+		if op.Process == NemesisProcess {
+			k := ActionOf(*op)
+			if op.Type == Invoke {
+				nemesis[k] = append(nemesis[k], len(pairs))
+				pairs = append(pairs, Pair{Invoke: *op})
+			} else if q := nemesis[k]; len(q) > 0 {
+				pairs[q[0]].Completion = op
+				if nemesis[k] = q[1:]; len(q) == 1 {
+					delete(nemesis, k)
+				}
+			}
+			continue
+		}
 		if op.Type == Invoke {
 			open[op.Process] = len(pairs)
 			pairs = append(pairs, Pair{Invoke: *op})
@@ -366,4 +425,17 @@ func Pairs(ops []Op) []Pair {
 		}
 	}
 	return pairs
+}
+
+// ActionKey names a nemesis action for pairing its invocation with its
+// completion: the fault and what it acted on.
+type ActionKey struct{ F, Target string }
+
+// ActionOf is op's ActionKey.
+func ActionOf(op Op) ActionKey {
+	k := ActionKey{F: op.F}
+	if op.Value != nil {
+		k.Target = op.Value.Target
+	}
+	return k
 }

@@ -78,6 +78,78 @@ func TestPairsLeavesUnfinishedInvokesOpen(t *testing.T) {
 	}
 }
 
+// The nemesis's actions overlap: each completion goes with the earliest
+// invocation in flight of the same action on the same target, not with
+// whichever the nemesis invoked last.
+func TestPairsMatchOverlappingNemesisActions(t *testing.T) {
+	n1, n2 := &Value{Target: "n1"}, &Value{Target: "n2"}
+	ops := []Op{
+		{Process: NemesisProcess, Type: Invoke, F: "restart", Value: n1, Time: 1},
+		{Process: NemesisProcess, Type: Invoke, F: "kill", Value: n2, Time: 2},
+		{Process: NemesisProcess, Type: OK, F: "kill", Value: n2, Time: 3},
+		{Process: NemesisProcess, Type: Invoke, F: "restart", Value: n1, Time: 4},
+		{Process: NemesisProcess, Type: OK, F: "restart", Value: n1, Time: 5},
+		{Process: NemesisProcess, Type: OK, F: "restart", Value: n1, Time: 6},
+	}
+	p := Pairs(ops)
+	got := map[int64]int64{}
+	for _, x := range p {
+		if x.Completion == nil {
+			t.Fatalf("invocation at %d left open: %+v", x.Invoke.Time, p)
+		}
+		got[x.Invoke.Time] = x.Completion.Time
+	}
+	if want := map[int64]int64{1: 5, 2: 3, 4: 6}; len(got) != 3 || got[1] != want[1] || got[2] != want[2] || got[4] != want[4] {
+		t.Fatalf("pairs by invocation → completion time: %v, want %v", got, want)
+	}
+}
+
+// Each hands over what Load returns, op by op, with Load's errors.
+func TestEachReadsWhatLoadReads(t *testing.T) {
+	in := "{\"index\":0,\"process\":0,\"type\":\"invoke\",\"f\":\"acquire\",\"time\":1}\n\n{\"index\":1,\"process\":0,\"type\":\"ok\",\"f\":\"acquire\",\"time\":2}\n{\"index\":2,\"pro"
+	var seen []int64
+	err := Each(strings.NewReader(in), func(op Op) { seen = append(seen, op.Index) })
+	if !errors.Is(err, ErrTruncated) || len(seen) != 2 || seen[1] != 1 {
+		t.Fatalf("want ops 0 and 1, then ErrTruncated; got %v, %v", seen, err)
+	}
+	if err := Each(strings.NewReader("{\"index\":0}\nnot json\n{\"index\":2}\n"), func(Op) {}); err == nil || errors.Is(err, ErrTruncated) {
+		t.Fatalf("want a line error, got %v", err)
+	}
+}
+
+// BenchmarkEachMillion reads a compressed million-op history as a stream,
+// as checking a stored hour does before any checker runs: the figure per
+// op, times 17M, is what reading an hour's file costs.
+//
+//	go test -run '^$' -bench EachMillion -benchtime 1x ./history/
+func BenchmarkEachMillion(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "history.jsonl")
+	r, err := Create(path, 16)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < 250_000; i++ {
+		p := i % 16
+		r.Complete(r.Invoke(p, Acquire, "L", nil), OK, &Value{Token: "t1234567", Fence: int64(i), Deadline: 123456789012}, nil)
+		r.Complete(r.Invoke(p, Write, "R", &Value{Reg: Int64(int64(i))}), OK, nil, nil)
+	}
+	if err := errors.Join(r.Close(), Compress(path)); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		f, err := Open(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if err := Each(f, func(Op) { n++ }); err != nil || n != 1_000_000 {
+			b.Fatalf("%d ops, %v", n, err)
+		}
+		f.Close()
+	}
+}
+
 // A compressed history loads as the plain one did, by either name, and
 // the plain file is gone.
 func TestCompressKeepsEveryOp(t *testing.T) {
