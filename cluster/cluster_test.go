@@ -22,12 +22,6 @@ func startOne(t *testing.T) (*Cluster, *Node) {
 	return c, c.Nodes()[0]
 }
 
-// alive reports whether pid is a running (not zombie) process.
-func alive(pid int) bool {
-	st := procState(pid)
-	return pid > 0 && st != 0 && st != 'Z'
-}
-
 func TestMissingBinaryIsNamed(t *testing.T) {
 	_, err := New(Options{Server: "redis-server-that-does-not-exist"})
 	if err == nil || !strings.Contains(err.Error(), "redis-server-that-does-not-exist not found") {

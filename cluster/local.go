@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -410,7 +411,7 @@ func (s *process) signal(sig syscall.Signal, paused bool) error {
 	if s.cmd == nil {
 		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
 	}
-	if err := s.send(sig); err != nil {
+	if _, err := s.send(sig); err != nil {
 		return fmt.Errorf("cluster: %v node %s: %w", sig, s.spec.Name, err)
 	}
 	s.paused = paused
@@ -432,18 +433,32 @@ const stopWithin = 5 * time.Second
 
 // send signals the server: its process, or, for a kind whose forked
 // children serve clients, its whole process group and every process
-// descended from it.
-func (s *process) send(sig syscall.Signal) error {
-	if s.kind.ProcessGroup {
-		// The group first: its leader stops forking; then whatever
-		// descends from it outside the group.
-		err := syscall.Kill(-s.cmd.Process.Pid, sig)
-		for _, pid := range members(s.cmd.Process.Pid) {
-			_ = syscall.Kill(pid, sig)
-		}
-		return err
+// descended from it. It returns the processes it signalled.
+func (s *process) send(sig syscall.Signal) ([]int, error) {
+	pid := s.cmd.Process.Pid
+	if !s.kind.ProcessGroup {
+		return []int{pid}, s.cmd.Process.Signal(sig)
 	}
-	return s.cmd.Process.Signal(sig)
+	// The descendants outside the group are found before the group is
+	// signalled: a killed leader's children go to init, and one that
+	// left the group (PostgreSQL's backends call setsid) is no longer
+	// found as its descendant. Then the group, so its leader stops
+	// forking, then whatever descends from it now.
+	before := members(pid)
+	err := syscall.Kill(-pid, sig)
+	all := append(before, members(pid)...)
+	slices.Sort(all)
+	all = slices.Compact(all)
+	for _, p := range all {
+		_ = syscall.Kill(p, sig)
+	}
+	return all, err
+}
+
+// alive says whether pid is a process that has not exited (a zombie has).
+func alive(pid int) bool {
+	st := procState(pid)
+	return pid > 0 && st != 0 && st != 'Z' && st != 'X'
 }
 
 func (s *process) Kill() error { return s.kill(false) }
@@ -468,15 +483,17 @@ func (s *process) kill(loseUnsynced bool) error {
 }
 
 func (s *process) killLocked() {
-	_ = s.send(syscall.SIGKILL)
+	killed, _ := s.send(syscall.SIGKILL)
 	<-s.exited
 	if s.kind.ProcessGroup {
 		// The group's other members die on their own time; a server
 		// started again before they are gone may find them still
 		// holding its files (PostgreSQL refuses to start while an old
 		// backend is attached to its shared memory).
-		for deadline := time.Now().Add(stopWithin); len(members(s.cmd.Process.Pid)) > 0 && time.Now().Before(deadline); {
-			time.Sleep(5 * time.Millisecond)
+		for deadline := time.Now().Add(stopWithin); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if len(members(s.cmd.Process.Pid)) == 0 && !slices.ContainsFunc(killed, alive) {
+				break
+			}
 		}
 	}
 	s.cmd, s.exited, s.paused = nil, nil, false
@@ -492,9 +509,9 @@ func (s *process) Stop() error {
 		return nil
 	}
 	if s.paused {
-		_ = s.send(syscall.SIGCONT)
+		_, _ = s.send(syscall.SIGCONT)
 	}
-	_ = s.send(s.kind.stopSignal())
+	_, _ = s.send(s.kind.stopSignal())
 	select {
 	case <-s.exited:
 		s.cmd, s.exited, s.paused = nil, nil, false
