@@ -120,6 +120,40 @@ func TestPausedHolderFencedKeepsResource(t *testing.T) {
 	}
 }
 
+// A run judged as a stream (as every run of StreamAfter or longer is)
+// holds only the nemesis's ops, gets the verdict a held history gets, and
+// is judged again from its file the same way.
+func TestAStreamedRunIsJudgedFromItsFile(t *testing.T) {
+	res, err := RunUnstarved(context.Background(), Options{Scenario: "paused-holder", Lock: "set-nx-px-fenced", TimeLimit: 4 * time.Second,
+		Stream: true, Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Streamed || !res.Matched || res.Outcome != verdict.LockUnsafe {
+		t.Fatalf("streamed %v, outcome %s matched %v, want a streamed lock-unsafe: %+v", res.Streamed, res.Outcome, res.Matched, res.Verdicts)
+	}
+	nemesisOnly := func(ops []history.Op) bool {
+		return len(ops) > 0 && !slices.ContainsFunc(ops, func(op history.Op) bool { return op.Process != history.NemesisProcess })
+	}
+	if !nemesisOnly(res.Ops) || res.Recorded <= len(res.Ops) {
+		t.Fatalf("a streamed run keeps the nemesis's ops only: %d kept of %d recorded", len(res.Ops), res.Recorded)
+	}
+	if err := res.Save(); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := Load(res.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Rejudge(stored); err != nil {
+		t.Fatal(err)
+	}
+	if stored.Outcome != res.Outcome || stored.Matched != res.Matched || !slices.Equal(stored.Observations, res.Observations) || !nemesisOnly(stored.Ops) {
+		t.Fatalf("judged again from disk: %s %v matched %v, %d ops kept; first judged %s %v matched %v",
+			stored.Outcome, stored.Observations, stored.Matched, len(stored.Ops), res.Outcome, res.Observations, res.Matched)
+	}
+}
+
 // noFaults is the schedule of a story that injects nothing.
 func noFaults(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }
 

@@ -25,6 +25,10 @@ type Options struct {
 	TTL      time.Duration
 	// TimeLimit is how long clients keep starting new cycles.
 	TimeLimit time.Duration
+	// Stream judges the run from its file as a stream instead of holding
+	// its history in memory (verdict.JudgeStream); a run of StreamAfter
+	// or longer always is.
+	Stream bool
 	// Seed is stored with the run; scripted schedules do not depend on it.
 	Seed int64
 	// Out is the results root; the run goes to Out/<scenario>/<lock>/<time>.

@@ -51,6 +51,9 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 		return res, err
 	}
 	defer rec.Close()
+	if res.Streamed = o.Stream || o.TimeLimit >= StreamAfter; res.Streamed {
+		rec.Forget()
+	}
 
 	cl, err := cluster.New(cluster.Options{Backend: o.Backend, Server: o.Server, Logf: logf})
 	if err != nil {
@@ -210,8 +213,13 @@ func Run(ctx context.Context, o Options) (res *Result, err error) {
 	if ctx.Err() != nil {
 		return res, ErrInterrupted
 	}
-	logf("%d ops recorded; checking", len(res.Ops))
-	res.Judgement = verdict.Judge(judgeCase(s, info, o.TTL, expected, o.Probe, o.Params), res.Ops, res.Ready, res.Lateness)
+	res.Recorded, _ = rec.Summary()
+	logf("%d ops recorded; checking", res.Recorded)
+	c := judgeCase(s, info, o.TTL, expected, o.Probe, o.Params)
+	if res.Streamed {
+		return res, res.judgeFile(c)
+	}
+	res.Judgement = verdict.Judge(c, res.Ops, res.Ready, res.Lateness)
 	return res, nil
 }
 

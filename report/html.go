@@ -36,7 +36,7 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 <p class="muted">Why this is expected: {{.R.Expected.Why}}</p>
 <table>
 <tr><th>seed</th><td>{{.R.Seed}}</td><th>clients</th><td>{{.R.Clients}}</td><th>TTL</th><td>{{.R.TTL}}</td></tr>
-<tr><th>time limit</th><td>{{.R.TimeLimit}}</td><th>ops</th><td>{{len .R.Ops}}</td><th>started</th><td>{{.Started}}</td></tr>
+<tr><th>time limit</th><td>{{.R.TimeLimit}}</td><th>ops</th><td>{{.R.OpCount}}</td><th>started</th><td>{{.Started}}</td></tr>
 <tr><th>lateness</th><td colspan="5">{{.Lateness}}</td></tr>
 </table>
 <h2>What happened</h2>
@@ -49,13 +49,14 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 {{range .R.Verdicts}}<tr><td>{{.Checker}}</td><td class="{{.Valid}}">{{.Valid}}</td><td>{{range $k, $v := .Counts}}{{$k}}: {{$v}} {{end}}</td></tr>{{end}}
 </table>
 <h2>Plots</h2>
+{{if .R.Streamed}}<p class="muted">Judged as a stream: the clients' {{.R.OpCount}} ops were read from history.jsonl.gz a segment at a time and not held, so the plots show the nemesis only.</p>{{end}}
 {{range .Charts}}<p>{{if $.Vector}}<a href="{{.Name}}.svg"><img src="{{.Name}}.png" alt="{{.Title}}"></a>{{else}}<img src="{{.Name}}.png" alt="{{.Title}}">{{end}}</p>{{end}}
 <h2>Nemesis</h2>
 {{if .Faults}}<ul>{{range .Faults}}<li>{{.}}</li>{{end}}</ul>{{else}}<p>No faults.</p>{{end}}
 {{if .R.Schedule}}<p class="muted">Schedule:</p><pre>{{.R.Schedule}}</pre>{{end}}
 <h2>Files</h2>
-<ul><li><a href="timeline.html">timeline.html</a>: porcupine's timeline of every acquire and release, with the store's ops, the nemesis and the anomalies</li>
-<li><a href="history.jsonl.gz">history.jsonl.gz</a>: every op as it happened (gzip; <code>history.LoadFile</code> reads it)</li>
+<ul>{{if not .R.Streamed}}<li><a href="timeline.html">timeline.html</a>: porcupine's timeline of every acquire and release, with the store's ops, the nemesis and the anomalies</li>
+{{end}}<li><a href="history.jsonl.gz">history.jsonl.gz</a>: every op as it happened (gzip; <code>history.LoadFile</code> reads it{{if .R.Streamed}}, <code>history.Each</code> op by op{{end}})</li>
 <li><a href="results.json">results.json</a>: verdicts and details</li>
 <li><a href="cluster.json">cluster.json</a>: the nodes, their ports and pids</li></ul>
 </body></html>`))

@@ -22,12 +22,17 @@ func Write(r *engine.Result) error {
 	if err := r.Save(); err != nil {
 		return err
 	}
-	if err := Timeline(r, filepath.Join(r.Dir, "timeline.html")); err != nil {
-		return err
-	}
-	charts, err := Charts(r.Ops)
-	if err != nil {
-		return err
+	// A streamed run holds no client op to draw: its lateness is all its
+	// plots can show.
+	var charts []Chart
+	if !r.Streamed {
+		if err := Timeline(r, filepath.Join(r.Dir, "timeline.html")); err != nil {
+			return err
+		}
+		var err error
+		if charts, err = Charts(r.Ops); err != nil {
+			return err
+		}
 	}
 	// Lateness is measured beside the history, not in it: Charts, which
 	// sees only ops, cannot draw it.
@@ -221,5 +226,9 @@ func Summary(w io.Writer, r *engine.Result) {
 			fmt.Fprintf(w, "  fault %s–%s %s\n", secs(f.Start), secs(f.End), f.Text())
 		}
 	}
-	fmt.Fprintf(w, "  %d ops in %s → %s\n", len(r.Ops), r.Elapsed, r.Dir)
+	how := ""
+	if r.Streamed {
+		how = " (judged as a stream)"
+	}
+	fmt.Fprintf(w, "  %d ops in %s%s → %s\n", r.OpCount(), r.Elapsed, how, r.Dir)
 }

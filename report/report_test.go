@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"image/png"
 	"os"
 	"path/filepath"
@@ -180,6 +181,35 @@ func TestReportOfARealRun(t *testing.T) {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("index.html does not say %q", want)
 		}
+	}
+}
+
+// A run judged as a stream holds the nemesis's ops only: its report is
+// written all the same, counts every op it recorded, and says why its
+// plots show no client.
+func TestReportOfAStreamedRun(t *testing.T) {
+	res, err := engine.RunUnstarved(context.Background(), engine.Options{Scenario: "paused-holder", Lock: "set-nx-px",
+		TimeLimit: 2500 * time.Millisecond, Stream: true, Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := report.Write(res); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.WriteIndex(filepath.Dir(filepath.Dir(filepath.Dir(res.Dir)))); err != nil {
+		t.Fatal(err)
+	}
+	checkLinks(t, filepath.Join(res.Dir, "index.html"))
+	page, _ := os.ReadFile(filepath.Join(res.Dir, "index.html"))
+	for _, want := range []string{"MATCHED", "Judged as a stream", fmt.Sprintf("<td>%d</td>", res.Recorded)} {
+		if !bytes.Contains(page, []byte(want)) {
+			t.Errorf("index.html does not say %q", want)
+		}
+	}
+	var sum bytes.Buffer
+	report.Summary(&sum, res)
+	if !bytes.Contains(sum.Bytes(), []byte(fmt.Sprintf("%d ops in", res.Recorded))) {
+		t.Errorf("the summary does not count the ops recorded (%d):\n%s", res.Recorded, sum.String())
 	}
 }
 

@@ -26,52 +26,104 @@ var defaultTraffic = Traffic{Before: 3, During: 1, After: 3}
 // story's fault: traffic (zero: the default floor) is counted around its
 // first occurrence.
 func Vacuity(requires []fault.Evidence, traffic Traffic, ops []history.Op) string {
-	var first *history.Op
-	for i, e := range requires {
-		op := e.First(ops)
-		if op == nil {
-			return fmt.Sprintf("required fault never happened: %s", e)
-		}
-		if i == 0 {
-			first = op
-		}
+	m := newTrafficMeter(requires, traffic)
+	if len(requires) > 0 {
+		m.found(requires[0].First(ops))
 	}
-	if first == nil {
-		return ""
+	for _, op := range ops {
+		m.add(op)
 	}
+	return m.vacuity(ops)
+}
+
+// trafficMeter counts a run's lock attempts around its story's fault as
+// its history is read, and then says whether the story happened.
+type trafficMeter struct {
+	requires []fault.Evidence
+	floor    Traffic
+	// known says the story's fault was found: it lasted from start to
+	// end.
+	known                 bool
+	start, end            int64
+	before, during, after int
+	// Until the fault is found (a history read as it was recorded, in
+	// time order), the attempts answered so far, and how many of them at
+	// the latest instant, which counts as the fault's own if it comes
+	// next.
+	early, atLast int
+	last          int64
+}
+
+func newTrafficMeter(requires []fault.Evidence, traffic Traffic) *trafficMeter {
 	floor := traffic
 	if floor == (Traffic{}) {
 		floor = defaultTraffic
 	}
-	start := first.Time
-	end := start
-	if spec, _ := fault.Lookup(fault.Op(first.F)); spec.Shape == fault.Span && first.Value != nil {
-		end += first.Value.Duration
+	return &trafficMeter{requires: requires, floor: floor}
+}
+
+// found sets the story's fault, op (nil: not found yet).
+func (m *trafficMeter) found(op *history.Op) {
+	if op == nil || m.known {
+		return
 	}
-	var before, during, after int
-	for _, op := range ops {
-		if op.F != history.Acquire || (op.Type != history.OK && op.Type != history.Fail) {
-			continue
+	m.known, m.start, m.end = true, op.Time, op.Time
+	if spec, _ := fault.Lookup(fault.Op(op.F)); spec.Shape == fault.Span && op.Value != nil {
+		m.end += op.Value.Duration
+	}
+	m.before += m.early
+	if m.early > 0 && m.last == m.start {
+		m.before -= m.atLast
+		m.during += m.atLast
+	}
+}
+
+// add reads the next op.
+func (m *trafficMeter) add(op history.Op) {
+	if !m.known && len(m.requires) > 0 && m.requires[0].Matches(op) {
+		m.found(&op)
+	}
+	if op.F != history.Acquire || (op.Type != history.OK && op.Type != history.Fail) {
+		return
+	}
+	switch {
+	case !m.known:
+		if op.Time != m.last {
+			m.last, m.atLast = op.Time, 0
 		}
-		switch {
-		case op.Time < start:
-			before++
-		case op.Time <= end:
-			during++
-		default:
-			after++
+		m.early++
+		m.atLast++
+	case op.Time < m.start:
+		m.before++
+	case op.Time <= m.end:
+		m.during++
+	default:
+		m.after++
+	}
+}
+
+// vacuity says why the story did not happen, or "": every fault it
+// requires is among the nemesis's ops, and the traffic around the first
+// of them reached the floor.
+func (m *trafficMeter) vacuity(nemesis []history.Op) string {
+	for _, e := range m.requires {
+		if e.First(nemesis) == nil {
+			return fmt.Sprintf("required fault never happened: %s", e)
 		}
+	}
+	if !m.known {
+		return ""
 	}
 	counts := []struct {
 		when      string
 		got, want int
-	}{{"before", before, floor.Before}, {"during", during, floor.During}, {"after", after, floor.After}}
+	}{{"before", m.before, m.floor.Before}, {"during", m.during, m.floor.During}, {"after", m.after, m.floor.After}}
 	for _, c := range counts {
-		if c.when == "during" && end == start {
+		if c.when == "during" && m.end == m.start {
 			continue
 		}
 		if c.got < c.want {
-			return fmt.Sprintf("too little traffic %s %s: %d lock attempts completed, the story needs %d", c.when, requires[0], c.got, c.want)
+			return fmt.Sprintf("too little traffic %s %s: %d lock attempts completed, the story needs %d", c.when, m.requires[0], c.got, c.want)
 		}
 	}
 	return ""

@@ -1,6 +1,8 @@
 package verdict
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,11 +48,28 @@ func TestVacuity(t *testing.T) {
 		{"nobody worked before the fault", append(acquires(600, 10, 40, history.OK), nemesisOp(fault.Pause, atWrite, 100, 400, history.OK), healed), "before"},
 		{"nobody worked while it lasted", append(acquires(0, 10, 20, history.OK), nemesisOp(fault.Pause, atWrite, 1000, 400, history.OK), healed), "during"},
 		{"nobody worked after it", append(acquires(0, 10, 115, history.OK), nemesisOp(fault.Pause, atWrite, 1000, 130, history.OK), healed), "after"},
+		{"an attempt answered as the pause began counts as during it", append(append(append(acquires(0, 10, 50, history.OK), acquires(499, 10, 1, history.OK)...),
+			acquires(1000, 10, 10, history.Fail)...), pause, healed), ""},
 	}
 	for _, c := range cases {
 		got := Vacuity(requires, Traffic{}, c.ops)
 		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
 			t.Errorf("%s: vacuity %q, want %q", c.name, got, c.want)
+		}
+		// Read as recorded, in time order, with the fault found on the
+		// way (JudgeStream), the same.
+		ops := slices.Clone(c.ops)
+		slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+		m := newTrafficMeter(requires, Traffic{})
+		var nemesis []history.Op
+		for _, op := range ops {
+			m.add(op)
+			if op.Process == history.NemesisProcess {
+				nemesis = append(nemesis, op)
+			}
+		}
+		if streamed := m.vacuity(nemesis); streamed != got {
+			t.Errorf("%s: read as a stream, vacuity %q; whole, %q", c.name, streamed, got)
 		}
 	}
 	if got := Vacuity(nil, Traffic{}, nil); got != "" {

@@ -71,33 +71,66 @@ type Judgement struct {
 // overrun) are dropped from samples and read again, so judging a stored
 // run again counts them once.
 func Judge(c Case, ops []history.Op, ready int64, samples []lateness.Sample) Judgement {
+	j, _ := judge(c, func(fn func(history.Op)) error {
+		for _, op := range ops {
+			fn(op)
+		}
+		return nil
+	}, len(ops)+1, ready, samples)
+	return j
+}
+
+// JudgeStream is Judge on a history read op by op, in recorded order, by
+// each (history.Each on a stored run's file): the checkers judge it a
+// segment at a time (checker.Stream), and only the nemesis's ops are
+// kept, so a run of any length is judged in the memory of a segment. It
+// returns each's error, with the judgement of what was read.
+func JudgeStream(c Case, each func(func(history.Op)) error, ready int64, samples []lateness.Sample) (Judgement, error) {
+	return judge(c, each, checker.DefaultSegment, ready, samples)
+}
+
+// judge reads the history once: the checkers' stream, the traffic around
+// the story's fault, and the nemesis's ops, from which everything else is
+// judged. A stream of segments no shorter than the history is one
+// segment, judged as the checkers judge a whole history.
+func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, samples []lateness.Sample) (Judgement, error) {
 	var j Judgement
 	for _, ch := range c.Checkers {
 		if l, ok := ch.(checker.Linearizable); ok {
 			j.Semantics = l.Semantics
 		}
-		j.Verdicts = append(j.Verdicts, ch.Check(ops))
 	}
+	stream := checker.NewStream(c.Checkers, segment)
+	meter := newTrafficMeter(c.Requires, c.Traffic)
+	var nemesis []history.Op
+	err := each(func(op history.Op) {
+		stream.Add(op)
+		meter.add(op)
+		if op.Process == history.NemesisProcess {
+			nemesis = append(nemesis, op)
+		}
+	})
+	j.Verdicts = stream.Verdicts()
 	j.Outcome = Sum(j.Verdicts)
 	j.Observations = Observations(j.Verdicts)
-	if j.Vacuous = Vacuity(c.Requires, c.Traffic, ops); j.Vacuous != "" {
+	if j.Vacuous = meter.vacuity(nemesis); j.Vacuous != "" {
 		j.Outcome = Vacuous
 	}
 	j.Lateness = append(slices.DeleteFunc(slices.Clone(samples), func(s lateness.Sample) bool { return s.Kind.FromHistory() }),
-		lateness.Faults(ops, ready)...)
+		lateness.Faults(nemesis, ready)...)
 	// A starved run's story may not have happened as told, or happened in
 	// another order: that, not its vacuity, is what a reader needs to know.
 	j.Limits = c.Limits
 	j.Late = lateness.Over(j.Lateness, j.Limits)
-	passed := j.Outcome == Safe && faultFree(ops) && Matches(c.Expected, j.Outcome, j.Observations)
-	if j.Starved = starved(lateness.Unfitted(ops), j.Late, passed); j.Starved != "" {
+	passed := j.Outcome == Safe && len(nemesis) == 0 && Matches(c.Expected, j.Outcome, j.Observations)
+	if j.Starved = starved(lateness.Unfitted(nemesis), j.Late, passed); j.Starved != "" {
 		j.Outcome = Starved
 	}
 	j.Matched = Matches(c.Expected, j.Outcome, j.Observations)
 	if c.Claims != nil {
-		j.judgeClaims(*c.Claims, ops)
+		j.judgeClaims(*c.Claims, nemesis)
 	}
-	return j
+	return j, err
 }
 
 // starved says why a run's verdict is not evidence, or "" when it is. A
@@ -121,12 +154,6 @@ func starved(unfitted, late string, passed bool) string {
 		return late
 	}
 	return ""
-}
-
-// faultFree says whether the nemesis did nothing in the run, read from
-// what it recorded rather than from the story's schedule.
-func faultFree(ops []history.Op) bool {
-	return !slices.ContainsFunc(ops, func(op history.Op) bool { return op.Process == history.NemesisProcess })
 }
 
 // Sum sums verdicts up in the words expectations use: undecided if any
