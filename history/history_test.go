@@ -78,6 +78,33 @@ func TestPairsLeavesUnfinishedInvokesOpen(t *testing.T) {
 	}
 }
 
+// A recorder that forgets keeps writing every op to its file, counts them,
+// and still knows each process's lease deadline, holding none of them.
+func TestForgettingRecorderWritesEverything(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "history.jsonl")
+	r, err := Create(path, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Complete(r.Invoke(0, Acquire, "L", nil), OK, &Value{Deadline: 7}, nil)
+	r.Forget()
+	r.Complete(r.Invoke(1, Acquire, "L", nil), OK, &Value{Deadline: 9}, nil)
+	r.Invoke(0, Release, "L", nil)
+	if n, _ := r.Summary(); n != 5 || len(r.Ops()) != 2 {
+		t.Fatalf("summary %d ops, %d kept; want 5 recorded, the 2 before Forget kept", n, len(r.Ops()))
+	}
+	if r.Deadline(0) != 0 || r.Deadline(1) != 9 {
+		t.Fatalf("deadlines %d and %d, want 0 (released) and 9", r.Deadline(0), r.Deadline(1))
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := LoadFile(path)
+	if err != nil || len(ops) != 5 || ops[4].Index != 4 {
+		t.Fatalf("the file holds %d ops (%v), want all 5 in order", len(ops), err)
+	}
+}
+
 // The nemesis's actions overlap: each completion goes with the earliest
 // invocation in flight of the same action on the same target, not with
 // whichever the nemesis invoked last.
