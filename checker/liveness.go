@@ -38,8 +38,9 @@ type Liveness struct {
 	// the waiter timeout where a dead waiter may hold a queue, plus slack.
 	Allowance time.Duration
 	// start is when a Stream's segment began, at a grant: no stall of
-	// the segment begins before it.
-	start int64
+	// the segment begins before it; until, when a segment that is not
+	// the last ends, at the next grant, which ends its last stall.
+	start, until int64
 	// settled are the processes whose acquire in flight at the end of a
 	// Stream's segment was answered after it with a grant or a refusal:
 	// it took nothing before the cut, and is left out.
@@ -58,7 +59,7 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 	if len(ops) == 0 {
 		return v
 	}
-	end := ops[len(ops)-1].Time
+	end := max(ops[len(ops)-1].Time, l.until)
 	allow := int64(l.Allowance)
 	var nemesisAt []int64
 	ready := map[string]int64{}
@@ -104,8 +105,8 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 		for i := 0; i <= len(ss); i++ {
 			// Every span begun at one instant ends one stall (the run's
 			// end, after the last span, ends the last).
-			g, last := end, i == len(ss)
-			if !last {
+			g, final := end, i == len(ss)
+			if !final {
 				g = ss[i].start
 				if i > 0 && g == ss[i-1].start {
 					continue
@@ -113,6 +114,9 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 			} else if len(ss) > 0 && ss[len(ss)-1].start == end {
 				break
 			}
+			// A Stream's segment ends at a grant, which ends its last
+			// stall as a span does.
+			last := final && l.until == 0
 			from := max(busyUntil, lastBefore(nemesisAt, g))
 			for j := i; j < len(ss) && ss[j].start == g; j++ {
 				busyUntil = max(busyUntil, ss[j].end)

@@ -9,22 +9,20 @@ import (
 )
 
 // Stream judges a history as it is read, op by op, a segment at a time: a
-// run of any length is judged in memory bounded by a segment and the ops
-// in flight, not by the history, and gets the verdicts the checkers give
+// run of any length is judged in the memory of a few segments and the ops
+// in flight, not of the history, and gets the verdicts the checkers give
 // the whole history at once (the differential test holds it to that).
 //
 // A segment ends at a quiet point, just before an acquire returns a grant
 // of the one key the history's acquires name (a stall of another key could
 // span the grant of one: a history of several keys is judged whole):
 // nobody holds any key, no lease of a retired holder is still promised,
-// every node last read holds no key, no nemesis action and no client op
-// other than an acquire is in flight, and no op was recorded at the same
-// instant, nor was an acquire in flight called at the instant its
-// process's previous op returned. There nothing a checker judges spans
-// the cut: a hold, a
-// promise, a ghost or a pair of observations lies wholly on one side, and
-// a stall ends at the grant. What does span it is carried, in ops and in
-// the few checkers' own state:
+// every node's last read found no key, no nemesis action and no client op
+// other than an acquire is in flight, no op was recorded at the grant's
+// instant before it, and no acquire in flight was called at the instant
+// its process's previous op returned. There no hold, promise or ghost
+// spans the cut, and the grant ends any stall. What does span it is
+// carried, in ops and in the few checkers' own state:
 //   - the acquires still waiting are recorded again at the head of the
 //     next segment, as they were called (they return there), and stay
 //     without an outcome in the one before;
@@ -35,13 +33,29 @@ import (
 //     and its last read and write, and judges its final value at the end;
 //   - fairness carries the grants that overtook a wait still in flight,
 //     counted once the wait ends, as a whole history counts them;
-//   - liveness starts its first stall at the cut, where a grant has just
-//     ended the one before.
+//   - liveness judges a segment's stalls, which the grant ends, once the
+//     acquires it ended with in flight have their outcome (one of unknown
+//     outcome may have taken the key from its call on) and every refusal
+//     at the grant's instant is read; the next segment's first stall
+//     begins at the cut;
+//   - stolen keys are judged with the releases and faults that ended since
+//     each node's last read before the cut: the observer sends a node's
+//     next read only once the one before is recorded, so no pair of
+//     observations after the cut looks further back for what removed a
+//     key.
 //
 // Verdicts merge across segments: invalid if any segment's is, else
 // unknown if any is; counts and totals add up, the longest spans are the
-// longest of any segment, and anomalies are listed up to the same bound.
-// The longest stall is the longest that ended inside a segment.
+// longest of any segment, and up to the same number of anomalies of a kind
+// are listed, though not always the same ones. Each segment's
+// linearizability search has the whole Timeout, so a history too long to
+// search whole may be decided in segments. Where memory is not bounded: an
+// acquire that waits on through many segments (see maxHeld), and a node
+// whose last read stays the same for long, whose releases and faults are
+// carried meanwhile.
+//
+// The checkers are given by value, as engine.Checkers gives them; one of
+// another type is judged a segment at a time with nothing carried.
 type Stream struct {
 	checkers []Checker
 	// minOps is how many ops a segment gathers before it may end.
@@ -54,40 +68,40 @@ type Stream struct {
 	flying map[int]history.Op
 	// returned is when each process's latest op returned.
 	returned map[int]int64
-	nemesis  map[history.ActionKey]int // nemesis actions in flight
-	held     map[int]map[string]int    // entries held, by process and key
+	// nemesis are the nemesis's actions in flight, by action.
+	nemesis map[history.ActionKey][]history.Op
+	held    map[int]map[string]int // entries held, by process and key
 	// deadlines are, by process and key, the latest deadline promised in
 	// the hold in progress; promised is the latest deadline a retired
 	// holder's leases ran to.
 	deadlines map[int]map[string]int64
 	promised  int64
-	keys      map[string]bool    // the keys acquires have named
-	present   map[[2]string]bool // node, key → the node's last read found a key
-	fences    map[string]int64   // the greatest fence granted, by key
+	keys      map[string]bool // the keys acquires have named
+	// present and readAt are, by node and key, whether the node's last
+	// read found a key and when it was recorded.
+	present map[[2]string]bool
+	readAt  map[[2]string]int64
+	// ended are the releases and nemesis actions that ended, each as its
+	// invocation and completion, since the earliest node's last read
+	// before the segment: what stolen keys may need for an excuse.
+	ended []history.Op
+	// carried is ended as the current segment began.
+	carried []history.Op
+	fences  map[string]int64 // the greatest fence granted, by key
 	// startFences are fences as the current segment began.
 	startFences map[string]int64
 
-	resource *resourceCarry
-	fairness *fairnessCarry
+	// The checkers' carried state, by their place in checkers.
+	resource map[int]*resourceCarry
+	fairness map[int]*fairnessCarry
 	// stalls are the segments whose liveness waits on the outcome of
-	// acquires they ended with in flight.
+	// acquires they ended with in flight, or on what else is recorded at
+	// their grant's instant.
 	stalls []*pendingStalls
 	// judging brings the verdicts on the segment being judged.
 	judging  chan []Verdict
 	merged   []Verdict
 	segments int
-}
-
-// pendingStalls is a segment whose stalls are judged once the acquires in
-// flight at its end have an outcome: one of unknown outcome, or none, may
-// have taken the key from its call on, which ends a stall there, as it
-// does in the whole history; a grant or a refusal changes nothing before
-// the cut.
-type pendingStalls struct {
-	at       int      // the liveness checker's place in the checkers
-	liveness Liveness // as the segment is judged
-	ops      []history.Op
-	waiting  map[int]bool
 }
 
 // DefaultSegment is the fewest ops a Stream's segment gathers before it
@@ -96,6 +110,12 @@ type pendingStalls struct {
 // megabytes.
 const DefaultSegment = 20000
 
+// maxHeld is how many segments may wait on an acquire's outcome for
+// their stalls to be judged. Past it the oldest is judged with what is
+// known: an acquire still waiting may have taken the key from its call
+// on, as one that never returns may, though it may yet be refused.
+const maxHeld = 8
+
 // NewStream judges a history with checkers, in segments of at least minOps
 // ops (0: DefaultSegment).
 func NewStream(checkers []Checker, minOps int) *Stream {
@@ -103,8 +123,10 @@ func NewStream(checkers []Checker, minOps int) *Stream {
 		minOps = DefaultSegment
 	}
 	return &Stream{checkers: checkers, minOps: minOps, first: true,
-		flying: map[int]history.Op{}, nemesis: map[history.ActionKey]int{}, returned: map[int]int64{}, held: map[int]map[string]int{}, deadlines: map[int]map[string]int64{},
-		keys: map[string]bool{}, present: map[[2]string]bool{}, fences: map[string]int64{}}
+		flying: map[int]history.Op{}, returned: map[int]int64{}, nemesis: map[history.ActionKey][]history.Op{},
+		held: map[int]map[string]int{}, deadlines: map[int]map[string]int64{}, keys: map[string]bool{},
+		present: map[[2]string]bool{}, readAt: map[[2]string]int64{}, fences: map[string]int64{},
+		resource: map[int]*resourceCarry{}, fairness: map[int]*fairnessCarry{}}
 }
 
 // Add reads the next op of the history, in recorded order.
@@ -112,35 +134,12 @@ func (s *Stream) Add(op history.Op) {
 	if len(s.seg) >= s.minOps && s.quietBefore(op) {
 		s.cut(op.Time)
 	}
+	if len(s.stalls) > 0 {
+		s.resolve(op)
+	}
 	s.track(op)
 	s.seg = append(s.seg, op)
 	s.lastAt = op.Time
-	if op.Process >= 0 && op.F == history.Acquire && op.Type != history.Invoke && len(s.stalls) > 0 {
-		s.resolve(op)
-	}
-}
-
-// resolve hands the outcome of an acquire to the segments waiting on it,
-// and judges those that wait on nothing more.
-func (s *Stream) resolve(op history.Op) {
-	kept := s.stalls[:0]
-	for _, w := range s.stalls {
-		if w.waiting[op.Process] {
-			delete(w.waiting, op.Process)
-			if op.Type == history.Info {
-				w.ops = append(w.ops, op)
-			} else {
-				w.liveness.settled[op.Process] = true
-			}
-		}
-		if len(w.waiting) > 0 {
-			kept = append(kept, w)
-			continue
-		}
-		s.mergeAt(w.at, w.liveness.Check(w.ops))
-	}
-	clear(s.stalls[len(kept):])
-	s.stalls = kept
 }
 
 // Verdicts judges what is left and returns each checker's verdict on the
@@ -148,7 +147,7 @@ func (s *Stream) resolve(op history.Op) {
 // in flight at the end may have taken its key from its call on, in every
 // segment it spans.
 func (s *Stream) Verdicts() []Verdict {
-	s.judge(true)
+	s.judge(true, 0)
 	for _, w := range s.stalls {
 		s.mergeAt(w.at, w.liveness.Check(w.ops))
 	}
@@ -184,23 +183,27 @@ func (s *Stream) quietBefore(op history.Op) bool {
 	return true
 }
 
-// track keeps what quietBefore asks of the ops read so far.
+// track keeps what quietBefore and the carried state ask of the ops read
+// so far.
 func (s *Stream) track(op history.Op) {
 	p := op.Process
 	switch {
 	case p == history.NemesisProcess:
 		k := history.ActionOf(op)
 		if op.Type == history.Invoke {
-			s.nemesis[k]++
-		} else if s.nemesis[k] > 1 {
-			s.nemesis[k]--
-		} else {
-			delete(s.nemesis, k)
+			s.nemesis[k] = append(s.nemesis[k], op)
+		} else if q := s.nemesis[k]; len(q) > 0 {
+			s.ended = append(s.ended, q[0], op)
+			if s.nemesis[k] = q[1:]; len(q) == 1 {
+				delete(s.nemesis, k)
+			}
 		}
 		return
 	case p == history.ObserverProcess:
 		if op.F == history.Observe && op.Value != nil {
-			s.present[[2]string{op.Value.Target, op.Key}] = op.Error == "" && op.Value.Token != ""
+			at := [2]string{op.Value.Target, op.Key}
+			s.present[at] = op.Error == "" && op.Value.Token != ""
+			s.readAt[at] = op.Time
 		}
 		return
 	}
@@ -210,6 +213,9 @@ func (s *Stream) track(op history.Op) {
 	if op.Type == history.Invoke {
 		s.flying[p] = op
 	} else {
+		if inv, ok := s.flying[p]; ok && op.F == history.Release {
+			s.ended = append(s.ended, inv, op)
+		}
 		delete(s.flying, p)
 		s.returned[p] = op.Time
 	}
@@ -252,39 +258,57 @@ func (s *Stream) track(op history.Op) {
 // cut judges the segment so far and starts the next at the cut time at,
 // headed by the acquires still in flight.
 func (s *Stream) cut(at int64) {
-	s.judge(false)
+	s.judge(false, at)
 	waiting := slices.SortedFunc(maps.Values(s.flying), func(a, b history.Op) int { return cmp.Compare(a.Index, b.Index) })
 	s.seg = append(make([]history.Op, 0, 2*s.minOps), waiting...)
 	s.first, s.from = false, at
 	s.startFences = maps.Clone(s.fences)
+	// A pair of observations after the cut looks back no further than
+	// its node's last read before it.
+	bound := at
+	for _, t := range s.readAt {
+		bound = min(bound, t)
+	}
+	kept := s.ended[:0:0]
+	for i := 0; i+1 < len(s.ended); i += 2 {
+		if s.ended[i+1].Time >= bound {
+			kept = append(kept, s.ended[i], s.ended[i+1])
+		}
+	}
+	s.ended, s.carried = kept, slices.Clip(kept)
 }
 
-// judge judges the current segment, the last one if last, while the next
-// is read: the segment before is merged first, so the checkers that carry
-// state across segments see them in order, and at most two segments are
-// held at once.
-func (s *Stream) judge(last bool) {
+// judge judges the current segment, the last one if last (else the one
+// cut at at), while the next is read: the segment before is merged first,
+// so the checkers that carry state across segments see them in order.
+func (s *Stream) judge(last bool, at int64) {
 	s.wait()
 	s.segments++
 	seg := slices.Clip(s.seg)
-	deferred := -1
+	deferred := map[int]bool{}
 	for i, c := range s.checkers {
-		if l, ok := c.(Liveness); ok && !last && len(s.flying) > 0 {
-			// Judged once the acquires in flight have an outcome.
+		if l, ok := c.(Liveness); ok && !last {
+			// Judged once the acquires in flight have an outcome and
+			// every op at the grant's instant is read.
 			if !s.first {
 				l.start = s.from
 			}
-			l.settled = map[int]bool{}
+			l.until, l.settled = at, map[int]bool{}
 			waiting := map[int]bool{}
 			for p := range s.flying {
 				waiting[p] = true
 			}
-			s.stalls = append(s.stalls, &pendingStalls{at: i, liveness: l, ops: seg, waiting: waiting})
+			s.stalls = append(s.stalls, &pendingStalls{at: i, liveness: l, ops: seg, waiting: waiting, cut: at})
 			s.reserve(i, l.Name())
-			deferred = i
+			deferred[i] = true
 		}
 	}
-	first, from, fences := s.first, s.from, s.startFences
+	if len(s.stalls) > maxHeld {
+		w := s.stalls[0]
+		s.stalls = s.stalls[1:]
+		s.mergeAt(w.at, w.liveness.Check(w.ops))
+	}
+	first, from, fences, carried := s.first, s.from, s.startFences, s.carried
 	done := make(chan []Verdict, 1)
 	s.judging = done
 	go func() {
@@ -295,17 +319,19 @@ func (s *Stream) judge(last bool) {
 				c.fences = fences
 				vs[i] = c.Check(seg)
 			case Liveness:
-				if i == deferred {
+				if deferred[i] {
 					continue
 				}
 				if !first {
 					c.start = from
 				}
 				vs[i] = c.Check(seg)
+			case StolenKeys:
+				vs[i] = c.Check(append(slices.Clip(carried), seg...))
 			case Resource:
-				vs[i], s.resource = c.judge(seg, s.resource, last)
+				vs[i], s.resource[i] = c.judge(seg, s.resource[i], last)
 			case Fairness:
-				vs[i], s.fairness = c.judge(seg, s.fairness, last)
+				vs[i], s.fairness[i] = c.judge(seg, s.fairness[i], last)
 			default:
 				vs[i] = c.Check(seg)
 			}
@@ -328,103 +354,4 @@ func (s *Stream) wait() {
 		}
 	}
 	s.judging = nil
-}
-
-// reserve keeps checker i's place in the merged verdicts while its
-// verdict on a segment waits.
-func (s *Stream) reserve(i int, name Name) {
-	for len(s.merged) <= i {
-		s.merged = append(s.merged, Verdict{})
-	}
-	if s.merged[i].Checker == "" {
-		s.merged[i] = Verdict{Checker: name, Valid: Valid}
-	}
-}
-
-// mergeAt merges v into checker i's verdict so far. The linearizability
-// search names the first stretch with no legal order and stops there, so
-// once it has, later segments add only their numbers.
-func (s *Stream) mergeAt(i int, v Verdict) {
-	for len(s.merged) <= i {
-		s.merged = append(s.merged, Verdict{})
-	}
-	m := s.merged[i]
-	switch {
-	case m.Checker == "":
-		s.merged[i] = v
-	case m.Checker == LinearizableName && m.Valid == Invalid:
-		m.Details = m.Details.add(v.Details)
-		s.merged[i] = m
-	default:
-		s.merged[i] = merge(m, v)
-	}
-}
-
-// merge joins the verdicts of one checker on two consecutive segments.
-func merge(a, b Verdict) Verdict {
-	out := a
-	switch {
-	case a.Valid == Invalid || b.Valid == Invalid:
-		out.Valid = Invalid
-	case a.Valid == Unknown || b.Valid == Unknown:
-		out.Valid = Unknown
-	}
-	if len(b.Counts) > 0 {
-		out.Counts = maps.Clone(a.Counts)
-		if out.Counts == nil {
-			out.Counts = map[string]int{}
-		}
-		listed := map[string]int{}
-		for _, an := range a.Anomalies {
-			listed[an.Kind]++
-		}
-		out.Anomalies = slices.Clone(a.Anomalies)
-		for _, an := range b.Anomalies {
-			if listed[an.Kind] < maxListed {
-				listed[an.Kind]++
-				out.Anomalies = append(out.Anomalies, an)
-			}
-		}
-		for k, n := range b.Counts {
-			out.Counts[k] += n
-		}
-	}
-	out.Details = a.Details.add(b.Details)
-	return out
-}
-
-// add sums two segments' details: counts and totals add up, the longest
-// spans are the longer, and a word (a model, a reason) is the first
-// given. A note that there was nothing to check stays only if neither
-// segment had anything to check.
-func (d Details) add(e Details) Details {
-	d.WritesAccepted += e.WritesAccepted
-	d.WritesUnknown += e.WritesUnknown
-	d.StaleWritesRejected += e.StaleWritesRejected
-	d.WritesWithheld += e.WritesWithheld
-	d.LostUpdates += e.LostUpdates
-	d.StaleWritesAccepted += e.StaleWritesAccepted
-	d.Holds += e.Holds
-	d.DoubleHolders += e.DoubleHolders
-	d.Overlap += e.Overlap
-	d.ForeignReleases += e.ForeignReleases
-	d.Operations += e.Operations
-	d.Model = cmp.Or(d.Model, e.Model)
-	d.Segments += e.Segments
-	d.Reason = cmp.Or(d.Reason, e.Reason)
-	d.Promises += e.Promises
-	d.BrokenPromises += e.BrokenPromises
-	d.LeasesLost += e.LeasesLost
-	if d.Note != e.Note {
-		d.Note = ""
-	}
-	d.Allowance = max(d.Allowance, e.Allowance)
-	d.LongestStall = max(d.LongestStall, e.LongestStall)
-	d.SlotRefusals += e.SlotRefusals
-	d.GhostKeys += e.GhostKeys
-	d.LongestGhost = max(d.LongestGhost, e.LongestGhost)
-	d.StolenKeys += e.StolenKeys
-	d.Grants += e.Grants
-	d.Overtakings += e.Overtakings
-	return d
 }

@@ -409,7 +409,7 @@ type Pair struct {
 // its completion because a process runs one op at a time. The nemesis is
 // the exception: its actions overlap (a restart decided now and made after
 // a delay, two clients' pauses), so its completion is matched with the
-// earliest invocation in flight of the same action on the same target. A
+// earliest invocation in flight of the same action at the same site. A
 // Completion points into ops, which nobody changes once recorded: a
 // million-op history is paired without a copy of each completion.
 func Pairs(ops []Op) []Pair {
@@ -445,14 +445,22 @@ func Pairs(ops []Op) []Pair {
 }
 
 // ActionKey names a nemesis action for pairing its invocation with its
-// completion: the fault and what it acted on.
-type ActionKey struct{ F, Target string }
+// completion: the fault, and where it acted (its site, which the nemesis
+// never changes between the two, while it may reword the target to say
+// what it did, as an eviction and a slot's hand-over do; the target in a
+// history recorded before sites).
+type ActionKey struct{ F, Where string }
 
 // ActionOf is op's ActionKey.
 func ActionOf(op Op) ActionKey {
 	k := ActionKey{F: op.F}
-	if op.Value != nil {
-		k.Target = op.Value.Target
+	switch {
+	case op.Value == nil:
+	case op.Value.Site != nil:
+		b, _ := json.Marshal(op.Value.Site)
+		k.Where = string(b)
+	default:
+		k.Where = op.Value.Target
 	}
 	return k
 }
