@@ -35,9 +35,12 @@ type processes struct {
 	worker    func(lock string) *exec.Cmd
 	workerLog io.Writer
 
-	mu          sync.Mutex
-	conns       []redis.UniversalClient // every connection opened, for close
-	workerProcs []*worker.Proc          // every worker started, for close
+	mu sync.Mutex
+	// conns are the clients opened and not yet closed, for close: a
+	// process retired after an unknown outcome closes its own, and a long
+	// run retires thousands.
+	conns       map[redis.UniversalClient]bool
+	workerProcs []*worker.Proc // every worker started, for close
 	// followers are each client's address that follows the master, for
 	// workers in a replicated topology.
 	followers map[string]*cluster.Follower
@@ -52,8 +55,11 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 	return func(process int) (workloads.Process, error) {
 		var mine []redis.UniversalClient
 		closeMine := func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			for _, c := range mine {
 				c.Close()
+				delete(p.conns, c)
 			}
 		}
 		dial := func(name string, co cluster.ClientOptions, traps bool) (*redis.Client, error) {
@@ -116,7 +122,12 @@ func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process 
 			return workloads.Process{}, err
 		}
 		p.mu.Lock()
-		p.conns = append(p.conns, mine...)
+		if p.conns == nil {
+			p.conns = map[redis.UniversalClient]bool{}
+		}
+		for _, c := range mine {
+			p.conns[c] = true
+		}
 		p.mu.Unlock()
 		return workloads.Process{Lock: lock, Store: workloads.NewStore(store), Close: closeMine}, nil
 	}
@@ -183,7 +194,7 @@ func (p *processes) follower(peer string) (*cluster.Follower, error) {
 func (p *processes) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, c := range p.conns {
+	for c := range p.conns {
 		c.Close()
 	}
 	p.conns = nil
