@@ -38,7 +38,7 @@ func clientStories(add func(Scenario)) {
 	add(Scenario{
 		Name:          "getset-skew",
 		NotFor:        notFor(serviceKinds, "moves a client's clock, which only the GETSET lock trusts: no service's lock decides anything by the client's clock"),
-		Story:         "S2: client 0's clock runs 3 TTLs ahead; the GETSET lock trusts client clocks, so client 0 sees live locks as expired and takes them.",
+		Story:         "S2: a client's clock jumps 3 TTLs ahead while another holds the lock; the GETSET lock trusts client clocks, so the fast client sees live locks as expired and takes them.",
 		TimeLimitTTLs: 5, MinTimeLimitTTLs: 4,
 		// Holders work 0.1 TTL between read and write, so a stolen lock is
 		// stolen from someone mid-update: the theft corrupts the register on
@@ -55,15 +55,18 @@ func clientStories(add func(Scenario)) {
 		// Two TTLs of traffic first: five clients' first RedLock round can
 		// split the votes and end empty-handed after a whole wait, and with
 		// one TTL a loaded machine left no lock attempt completed before
-		// the skew (a vacuous run). The skew comes while client 1 holds the
-		// lock, which it keeps for half a TTL more: client 0 cannot be the
-		// holder at the skew (its own key would be the first it takes), and
-		// the first theft is of a key nobody releases while the observer
-		// still reads it. Once two clients believe they hold, each one's
-		// plain DEL may delete the other's key, and a change of owner after
-		// that is no longer evidence of an overwrite.
-		Plan: Plan{arm(2, Trap{Point: workloads.BeforeWrite, Client: "1", Pause: TTLs(0.5), Stall: true,
-			Then: []Action{{Do: "skew-client", Client: "0", By: TTLs(3)}}})},
+		// the skew (a vacuous run). The skew comes while a client holds the
+		// lock, which it keeps for half a TTL more, and moves another's
+		// clock: the fast client is not the holder (its own key would be
+		// the first it takes), and the first theft is of a key nobody
+		// releases while the observer still reads it. Once two clients
+		// believe they hold, each one's plain DEL may delete the other's
+		// key, and a change of owner after that is no longer evidence of an
+		// overwrite. Any holder springs the trap: waiting for one named
+		// client left a RedLock run of five with too little traffic after
+		// the skew, when that client's first grant came late.
+		Plan: Plan{arm(2, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.5), Stall: true,
+			Then: []Action{{Do: "skew-client", Client: "other", By: TTLs(3)}}})},
 	})
 
 	add(Scenario{
