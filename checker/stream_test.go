@@ -319,10 +319,7 @@ func TestStreamAgreesAtTheEdgesOfACut(t *testing.T) {
 		// A partition longer than the allowance heals at the instant
 		// before the grant: the stall is the moment after it.
 		"a fault that ends just before the grant": {func(x *h) {
-			x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "")
-			x.add(0, history.OK, history.Acquire, "L", nil, 1, "")
-			x.add(0, history.Invoke, history.Release, "L", nil, 2, "")
-			x.add(0, history.OK, history.Release, "L", nil, 3, "")
+			x.cycle(0, 0, 1, 2, 3)
 			x.add(history.NemesisProcess, history.Invoke, "partition-start", "", nem, 3, "")
 			x.add(history.NemesisProcess, history.OK, "partition-start", "", nem, 3, "")
 			x.add(1, history.Invoke, history.Acquire, "L", nil, 4, "")
@@ -339,30 +336,18 @@ func TestStreamAgreesAtTheEdgesOfACut(t *testing.T) {
 		// A waiter refused at the grant's instant, after it: the whole
 		// counts the refusal for the stall the grant ends.
 		"a refusal at the grant's instant": {func(x *h) {
-			x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "")
-			x.add(0, history.OK, history.Acquire, "L", nil, 1, "")
-			x.add(0, history.Invoke, history.Release, "L", nil, 2, "")
-			x.add(0, history.OK, history.Release, "L", nil, 3, "")
+			x.cycle(0, 0, 1, 2, 3)
 			x.add(1, history.Invoke, history.Acquire, "L", nil, 4, "")
-			x.add(2, history.Invoke, history.Acquire, "L", nil, 5, "")
-			x.add(2, history.OK, history.Acquire, "L", nil, 15, "")
+			x.cycle(2, 5, 15, 16, 17)
 			x.add(1, history.Fail, history.Acquire, "L", nil, 15, "")
-			x.add(2, history.Invoke, history.Release, "L", nil, 16, "")
-			x.add(2, history.OK, history.Release, "L", nil, 17, "")
 		}, []Checker{Liveness{Allowance: 5}}},
 		// A client that calls at the grant's instant and is refused at
 		// once: its refusal, read after the grant, counts too.
 		"a call refused at the grant's instant": {func(x *h) {
-			x.add(0, history.Invoke, history.Acquire, "L", nil, 0, "")
-			x.add(0, history.OK, history.Acquire, "L", nil, 1, "")
-			x.add(0, history.Invoke, history.Release, "L", nil, 2, "")
-			x.add(0, history.OK, history.Release, "L", nil, 3, "")
-			x.add(2, history.Invoke, history.Acquire, "L", nil, 5, "")
-			x.add(2, history.OK, history.Acquire, "L", nil, 15, "")
+			x.cycle(0, 0, 1, 2, 3)
+			x.cycle(2, 5, 15, 16, 17)
 			x.add(1, history.Invoke, history.Acquire, "L", nil, 15, "")
 			x.add(1, history.Fail, history.Acquire, "L", nil, 15, "")
-			x.add(2, history.Invoke, history.Release, "L", nil, 16, "")
-			x.add(2, history.OK, history.Release, "L", nil, 17, "")
 		}, []Checker{Liveness{Allowance: 5}}},
 		// A waiter across the cut ends in an unknown outcome that names
 		// Redis Cluster's TRYAGAIN: one slot refusal, not one a segment.
