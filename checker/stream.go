@@ -77,10 +77,8 @@ type Stream struct {
 	deadlines map[int]map[string]int64
 	promised  int64
 	keys      map[string]bool // the keys acquires have named
-	// present and readAt are, by node and key, whether the node's last
-	// read found a key and when it was recorded.
-	present map[[2]string]bool
-	readAt  map[[2]string]int64
+	// reads are, by node and key, the node's last observation of the key.
+	reads map[[2]string]lastRead
 	// ended are the releases and nemesis actions that ended, each as its
 	// invocation and completion, since the earliest node's last read
 	// before the segment: what stolen keys may need for an excuse.
@@ -104,6 +102,13 @@ type Stream struct {
 	segments int
 }
 
+// lastRead is what a node's last read found: whether it held the key,
+// and when the read was recorded.
+type lastRead struct {
+	found bool
+	at    int64
+}
+
 // DefaultSegment is the fewest ops a Stream's segment gathers before it
 // may end: large enough that the checkers' fixed cost per segment is
 // small beside their work, small enough that a segment's memory is a few
@@ -125,7 +130,7 @@ func NewStream(checkers []Checker, minOps int) *Stream {
 	return &Stream{checkers: checkers, minOps: minOps, first: true,
 		flying: map[int]history.Op{}, returned: map[int]int64{}, nemesis: map[history.ActionKey][]history.Op{},
 		held: map[int]map[string]int{}, deadlines: map[int]map[string]int64{}, keys: map[string]bool{},
-		present: map[[2]string]bool{}, readAt: map[[2]string]int64{}, fences: map[string]int64{},
+		reads: map[[2]string]lastRead{}, fences: map[string]int64{},
 		resource: map[int]*resourceCarry{}, fairness: map[int]*fairnessCarry{}}
 }
 
@@ -175,8 +180,8 @@ func (s *Stream) quietBefore(op history.Op) bool {
 			return false
 		}
 	}
-	for _, p := range s.present {
-		if p {
+	for _, r := range s.reads {
+		if r.found {
 			return false
 		}
 	}
@@ -201,9 +206,7 @@ func (s *Stream) track(op history.Op) {
 		return
 	case p == history.ObserverProcess:
 		if op.F == history.Observe && op.Value != nil {
-			at := [2]string{op.Value.Target, op.Key}
-			s.present[at] = op.Error == "" && op.Value.Token != ""
-			s.readAt[at] = op.Time
+			s.reads[[2]string{op.Value.Target, op.Key}] = lastRead{found: op.Error == "" && op.Value.Token != "", at: op.Time}
 		}
 		return
 	}
@@ -266,8 +269,8 @@ func (s *Stream) cut(at int64) {
 	// A pair of observations after the cut looks back no further than
 	// its node's last read before it.
 	bound := at
-	for _, t := range s.readAt {
-		bound = min(bound, t)
+	for _, r := range s.reads {
+		bound = min(bound, r.at)
 	}
 	kept := s.ended[:0:0]
 	for i := 0; i+1 < len(s.ended); i += 2 {
