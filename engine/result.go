@@ -88,15 +88,7 @@ func (r *Result) judgeFile(c verdict.Case) error {
 		return err
 	}
 	defer f.Close()
-	r.Ops = nil
-	r.Judgement, err = verdict.JudgeStream(c, func(fn func(history.Op)) error {
-		return history.Each(f, func(op history.Op) {
-			if op.Process == history.NemesisProcess {
-				r.Ops = append(r.Ops, op)
-			}
-			fn(op)
-		})
-	}, r.Ready, r.Lateness)
+	r.Judgement, r.Ops, err = verdict.JudgeStream(c, func(fn func(history.Op)) error { return history.Each(f, fn) }, r.Ready, r.Lateness)
 	return err
 }
 

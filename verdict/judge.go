@@ -71,7 +71,7 @@ type Judgement struct {
 // overrun) are dropped from samples and read again, so judging a stored
 // run again counts them once.
 func Judge(c Case, ops []history.Op, ready int64, samples []lateness.Sample) Judgement {
-	j, _ := judge(c, func(fn func(history.Op)) error {
+	j, _, _ := judge(c, func(fn func(history.Op)) error {
 		for _, op := range ops {
 			fn(op)
 		}
@@ -84,8 +84,9 @@ func Judge(c Case, ops []history.Op, ready int64, samples []lateness.Sample) Jud
 // each (history.Each on a stored run's file): the checkers judge it a
 // segment at a time (checker.Stream), and only the nemesis's ops are
 // kept, so a run of any length is judged in the memory of a segment. It
-// returns each's error, with the judgement of what was read.
-func JudgeStream(c Case, each func(func(history.Op)) error, ready int64, samples []lateness.Sample) (Judgement, error) {
+// returns the judgement of what was read, the nemesis's ops it kept (what
+// a report of the run can still draw) and each's error.
+func JudgeStream(c Case, each func(func(history.Op)) error, ready int64, samples []lateness.Sample) (Judgement, []history.Op, error) {
 	return judge(c, each, checker.DefaultSegment, ready, samples)
 }
 
@@ -93,7 +94,7 @@ func JudgeStream(c Case, each func(func(history.Op)) error, ready int64, samples
 // the story's fault, and the nemesis's ops, from which everything else is
 // judged. A stream of segments no shorter than the history is one
 // segment, judged as the checkers judge a whole history.
-func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, samples []lateness.Sample) (Judgement, error) {
+func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, samples []lateness.Sample) (Judgement, []history.Op, error) {
 	var j Judgement
 	for _, ch := range c.Checkers {
 		if l, ok := ch.(checker.Linearizable); ok {
@@ -130,7 +131,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	if c.Claims != nil {
 		j.judgeClaims(*c.Claims, nemesis)
 	}
-	return j, err
+	return j, nemesis, err
 }
 
 // starved says why a run's verdict is not evidence, or "" when it is. A
