@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -20,10 +21,17 @@ import (
 type Nemesis struct {
 	rec *history.Recorder
 	cl  *cluster.Cluster
+	// delayed holds the links Latency has delayed, keyed by (peer, node):
+	// a delay removed from a link that has none is no fault's end, and a
+	// history that showed one would pair an end with nothing.
+	mu      sync.Mutex
+	delayed map[[2]string]bool
 }
 
 // New returns a nemesis for cl recording in rec.
-func New(rec *history.Recorder, cl *cluster.Cluster) *Nemesis { return &Nemesis{rec: rec, cl: cl} }
+func New(rec *history.Recorder, cl *cluster.Cluster) *Nemesis {
+	return &Nemesis{rec: rec, cl: cl, delayed: map[[2]string]bool{}}
+}
 
 // record writes one nemesis action as an invoke and its completion: a
 // fault that lasts has a start action and an end action (package fault

@@ -92,6 +92,9 @@ func (n *Nemesis) CutDirection(peer, node, direction string) error {
 
 // Heal restores every link of every node: no partition, no latency.
 func (n *Nemesis) Heal() error {
+	n.mu.Lock()
+	clear(n.delayed)
+	n.mu.Unlock()
 	return record(n.rec, fault.PartitionEnd, &history.Value{Target: "all links", Site: &history.Site{All: true}}, func() error {
 		for _, nd := range n.cl.Nodes() {
 			if err := nd.Heal(); err != nil {
@@ -104,11 +107,16 @@ func (n *Nemesis) Heal() error {
 
 // Latency delays the link from peer to node by latency ± jitter in both
 // directions; zero removes the delay. An empty peer means every link of
-// the node.
+// the node. Zero on a link nothing delayed does nothing and records
+// nothing: a sweep's point of no delay (lag=0) has no fault to end.
 func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) error {
 	target := fmt.Sprintf("%s→%s %s±%s", orAll(peer), node, latency, jitter)
+	off := latency == 0 && jitter == 0
+	if was := n.delay(peer, node, !off); off && !was {
+		return nil
+	}
 	f := fault.LatencyStart
-	if latency == 0 && jitter == 0 {
+	if off {
 		f = fault.LatencyEnd
 	}
 	v := &history.Value{Target: target, Duration: int64(latency), Site: &history.Site{Peer: peer, Node: node}}
@@ -128,12 +136,32 @@ func (n *Nemesis) Latency(peer, node string, latency, jitter time.Duration) erro
 	})
 }
 
+// delay notes whether the link from peer to node (an empty peer: every
+// link of node) is now delayed, and says whether any of those links was.
+func (n *Nemesis) delay(peer, node string, on bool) (was bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for link, d := range n.delayed {
+		if d && link[1] == node && (peer == "" || link[0] == "" || link[0] == peer) {
+			was = true
+			if !on && (peer == "" || link[0] == peer) {
+				delete(n.delayed, link)
+			}
+		}
+	}
+	if on {
+		n.delayed[[2]string{peer, node}] = true
+	}
+	return was
+}
+
 // LatencyDirection is Latency on one direction of the link: "upstream"
 // (requests, peer → node) or "downstream" (replies). Only requests delayed:
 // a write that lands late, its reply on time (K2).
 func (n *Nemesis) LatencyDirection(peer, node, direction string, latency, jitter time.Duration) error {
 	target := fmt.Sprintf("%s→%s %s %s±%s", peer, node, direction, latency, jitter)
 	v := &history.Value{Target: target, Duration: int64(latency), Site: &history.Site{Peer: peer, Node: node, Direction: direction}}
+	n.delay(peer, node, true)
 	return record(n.rec, fault.LatencyStart, v, func() error {
 		l, err := n.link(peer, node)
 		if err != nil {

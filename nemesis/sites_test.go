@@ -103,6 +103,9 @@ func TestGateRecordsSites(t *testing.T) {
 func TestNemesisRecordsSites(t *testing.T) {
 	e := newEnv(t, names("n1")...)
 	ms := time.Millisecond
+	// No link is delayed yet: removing a delay is no fault's end.
+	e.must(e.nem.Latency("c1", "n1", 0, 0))
+	e.must(e.nem.Latency("", "n1", 0, 0))
 	e.must(e.nem.Partition(nemesis.Grudge{"c1": {"n1"}}))
 	e.must(e.nem.CutDirection("c2", "n1", "upstream"))
 	e.must(e.nem.Heal())
