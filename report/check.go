@@ -20,6 +20,9 @@ type Rejudged struct {
 	// WasMatched and Matched whether each met the expectation.
 	Before, After       verdict.Outcome
 	WasMatched, Matched bool
+	// Finding and Explained are what the verdict now says of the lock's
+	// promise, as an exploration lists its boundary runs.
+	Finding, Explained string
 	// Err says why the run could not be judged again (a story or lock of
 	// a user's own, a history from before sites); it is left as it was.
 	Err error
@@ -88,15 +91,35 @@ func rejudge(dir string) Rejudged {
 	if r.Err = engine.Rejudge(res); r.Err != nil {
 		return r
 	}
-	r.After, r.Matched = res.Outcome, res.Matched
+	r.After, r.Matched, r.Finding, r.Explained = res.Outcome, res.Matched, res.Finding, res.Explained
 	r.entry = EntryOf(res.Scenario, res.Lock, res, nil)
 	r.Err = Write(res)
 	return r
 }
 
+// Tail is how a file that lists runs (a summary, an exploration's
+// coverage) knows a run: they name a run by the path it was run under,
+// which a results tree moved or copied since no longer has, but its last
+// three parts (story, lock, time) stay.
+func Tail(dir string) string {
+	parts := strings.Split(filepath.ToSlash(filepath.Clean(dir)), "/")
+	return strings.Join(parts[max(0, len(parts)-3):], "/")
+}
+
+// ByTail is the runs judged again, keyed by Tail; a run that could not be
+// is left out, as it was left as it was.
+func ByTail(runs []Rejudged) map[string]Rejudged {
+	by := map[string]Rejudged{}
+	for _, r := range runs {
+		if r.Err == nil {
+			by[Tail(r.Dir)] = r
+		}
+	}
+	return by
+}
+
 // reviseSummary points root's summary.json, if it has one, at the runs'
-// new verdicts. Its entries name their runs by the path they were run
-// under; a run is known by its last three parts (story, lock, time).
+// new verdicts.
 func reviseSummary(root string, runs []Rejudged) error {
 	path := filepath.Join(root, "summary.json")
 	b, err := os.ReadFile(path)
@@ -110,18 +133,9 @@ func reviseSummary(root string, runs []Rejudged) error {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	tail := func(dir string) string {
-		parts := strings.Split(filepath.ToSlash(filepath.Clean(dir)), "/")
-		return strings.Join(parts[max(0, len(parts)-3):], "/")
-	}
-	byTail := map[string]Rejudged{}
-	for _, r := range runs {
-		if r.Err == nil {
-			byTail[tail(r.Dir)] = r
-		}
-	}
+	byTail := ByTail(runs)
 	for i, e := range m.Entries {
-		r, ok := byTail[tail(e.Dir)]
+		r, ok := byTail[Tail(e.Dir)]
 		if e.Dir == "" || !ok {
 			continue
 		}

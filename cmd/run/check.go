@@ -6,11 +6,13 @@ import (
 	"io"
 	"os"
 
+	"github.com/locktorture/locktorture/explore"
 	"github.com/locktorture/locktorture/report"
 )
 
-// checkStored judges the runs stored under dir again (report.Check) and
-// says, run by run, what changed. Exit status: 0 every run judged again
+// checkStored judges the runs stored under dir again (report.Check), points
+// the explorations stored there at their runs' new verdicts, and says, run
+// by run, what changed. Exit status: 0 every run judged again
 // met its expectation, 1 some did not or could not be judged, 2 no run
 // stored there.
 func checkStored(dir string, stdout, stderr io.Writer) int {
@@ -37,11 +39,15 @@ func checkStored(dir string, stdout, stderr io.Writer) int {
 			code = 1
 		}
 	}
-	if err != nil {
+	explorations, rerr := explore.Revise(dir, runs)
+	if err = errors.Join(err, rerr); err != nil {
 		fmt.Fprintf(stderr, "run: -check: %v\n", err)
 		code = 1
 	}
 	fmt.Fprintf(stdout, "judged %d stored run(s) again: %d changed verdict\n", len(runs), changed)
+	if explorations > 0 {
+		fmt.Fprintf(stdout, "rewrote the coverage of %d boundary exploration(s) with their runs' verdicts\n", explorations)
+	}
 	return code
 }
 
