@@ -155,18 +155,9 @@ func Merge(dirs []string, out string) (Matrix, error) {
 		}
 		for _, e := range s.Entries {
 			if e.Dir != "" {
-				rel, err := filepath.Rel(dir, e.Dir)
-				if err != nil || strings.HasPrefix(rel, "..") {
-					// Run from another working directory: the run sits
-					// under the shard's dir at its last three elements.
-					parts := strings.Split(filepath.ToSlash(e.Dir), "/")
-					rel = filepath.Join(parts[max(0, len(parts)-3):]...)
-				}
-				dst := filepath.Join(out, rel)
-				if err := copyDir(filepath.Join(dir, rel), dst); err != nil {
+				if e.Dir, err = CopyRun(dir, e.Dir, out); err != nil {
 					return m, err
 				}
-				e.Dir = dst
 			}
 			m.Entries = append(m.Entries, e)
 		}
@@ -186,6 +177,21 @@ func Merge(dirs []string, out string) (Matrix, error) {
 	})
 	m.Count()
 	return m, WriteSummary(out, m)
+}
+
+// CopyRun copies a shard's run, named run where it was run, from the
+// shard's results in shard to the same place under out, and returns where
+// it now is: a merge's links must resolve under its own -out, whichever
+// machine or directory each shard ran in.
+func CopyRun(shard, run, out string) (string, error) {
+	rel, err := filepath.Rel(shard, run)
+	if err != nil || strings.HasPrefix(rel, "..") {
+		// Run from another working directory: the run sits under the
+		// shard's dir at its last three parts.
+		rel = filepath.FromSlash(Tail(run))
+	}
+	dst := filepath.Join(out, rel)
+	return dst, copyDir(filepath.Join(shard, rel), dst)
 }
 
 // copyDir copies the files of a run directory (one level: a run writes no

@@ -351,16 +351,20 @@ func frac(k, n int) float64 {
 
 // Merge joins the sweep.json of each shard directory in dirs (a shard's
 // -out, or the sweep's own directory) into one sweep under out, and writes
-// it: every shard of the set must be there once, and all must be of one
+// it, with each shard's runs copied under out as a matrix's merge copies
+// them: every shard of the set must be there once, and all must be of one
 // sweep (story, parameter, range, runs, locks).
 func Merge(dirs []string, out string) (*Sweep, error) {
 	var merged *Sweep
 	seen := map[string]bool{}
 	n := 0
 	for _, d := range dirs {
+		// root is the shard's -out, which its runs are under.
+		root := d
 		files, _ := filepath.Glob(filepath.Join(d, "sweeps", "*", "*", "sweep.json"))
 		if len(files) == 0 {
 			files, _ = filepath.Glob(filepath.Join(d, "sweep.json"))
+			root = filepath.Join(d, "..", "..", "..")
 		}
 		if len(files) != 1 {
 			return nil, fmt.Errorf("%s: want one sweep.json, found %d", d, len(files))
@@ -388,9 +392,9 @@ func Merge(dirs []string, out string) (*Sweep, error) {
 		switch {
 		case merged == nil:
 			n = k
-			merged = &sw
-			merged.Shard = ""
-			continue
+			first := sw
+			first.Shard, first.Cells = "", map[string]Cell{}
+			merged = &first
 		case k != n || sw.Story != merged.Story || sw.Spec != merged.Spec || sw.Runs != merged.Runs || !slices.Equal(sw.Locks, merged.Locks) ||
 			sw.TTL != "" && merged.TTL != "" && sw.TTL != merged.TTL:
 			return nil, fmt.Errorf("%s: not a shard of the same sweep as %s", files[0], dirs[0])
@@ -402,7 +406,13 @@ func Merge(dirs []string, out string) (*Sweep, error) {
 			m.DoubleHolder += c.DoubleHolder
 			m.Unsafe += c.Unsafe
 			m.Unjudged = append(m.Unjudged, c.Unjudged...)
-			m.Dirs = append(m.Dirs, c.Dirs...)
+			for _, run := range c.Dirs {
+				at, err := report.CopyRun(root, run, out)
+				if err != nil {
+					return nil, err
+				}
+				m.Dirs = append(m.Dirs, at)
+			}
 			merged.Cells[key] = m
 		}
 	}

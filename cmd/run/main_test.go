@@ -897,6 +897,21 @@ func TestSweepShardsMergeIntoOnePlot(t *testing.T) {
 	if files, _ := filepath.Glob(filepath.Join(merged, "sweeps", "paused-holder", "*", "sweep.png")); len(files) != 1 {
 		t.Errorf("merged plot: %v", files)
 	}
+	// Its cells name the runs copied under the merged -out.
+	files, _ := filepath.Glob(filepath.Join(merged, "sweeps", "paused-holder", "*", "sweep.json"))
+	var sw struct {
+		Cells map[string]struct{ Dirs []string }
+	}
+	if b, err := os.ReadFile(files[0]); err != nil || json.Unmarshal(b, &sw) != nil || len(sw.Cells) != 2 {
+		t.Fatalf("merged sweep.json: %v, %d cells", err, len(sw.Cells))
+	}
+	for key, c := range sw.Cells {
+		for _, d := range c.Dirs {
+			if _, err := os.Stat(filepath.Join(d, "results.json")); err != nil || !strings.HasPrefix(d, merged) {
+				t.Errorf("%s: run %q is not under the merged out: %v", key, d, err)
+			}
+		}
+	}
 	errb.Reset()
 	if code := run(context.Background(), []string{"-merge", dirs[0] + "," + t.TempDir(), "-out", t.TempDir()}, &bytes.Buffer{}, &errb); code != 2 ||
 		strings.Count(errb.String(), "\n") != 1 {
