@@ -239,6 +239,18 @@ func genWrites(rng *rand.Rand, steps int) []history.Op {
 	return x
 }
 
+// soonest is the generated client whose next op is sent first (the first
+// of those tied).
+func soonest[C any](cs []*C, at func(*C) int64) *C {
+	c := cs[0]
+	for _, d := range cs[1:] {
+		if at(d) < at(c) {
+			c = d
+		}
+	}
+	return c
+}
+
 // genWorkload is a long history as the register workload records it
 // against a lease lock with a TTL: clients loop acquire, read, write,
 // release; an acquire waits a little and fails while the key is taken;
@@ -280,12 +292,7 @@ func genWorkload(rng *rand.Rand, clients, cycles int, lapseEarly, reentrant bool
 	}
 	done := 0
 	for done < cycles {
-		c := cs[0]
-		for _, d := range cs {
-			if d.at < c.at {
-				c = d
-			}
-		}
+		c := soonest(cs, func(c *client) int64 { return c.at })
 		t0 := c.at
 		t1 := t0 + 1 + rng.Int64N(3)
 		if lk.holder != -1 && t1 >= lk.until {

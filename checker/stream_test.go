@@ -68,12 +68,7 @@ func genRun(rng *rand.Rand, clients, cycles int, lapseEarly bool) []history.Op {
 		x.add(c.id, typ, f, key, out, t1, "")
 	}
 	for done := 0; done < cycles; {
-		c := cs[0]
-		for _, d := range cs {
-			if d.at < c.at {
-				c = d
-			}
-		}
+		c := soonest(cs, func(c *client) int64 { return c.at })
 		t0 := c.at
 		t1 := t0 + 1 + rng.Int64N(3)
 		if lk.holder != -1 && t0 >= lk.until {
