@@ -41,14 +41,10 @@ test:
 
 # Compiles and links every test binary of both modules into .testbin
 # (go test would link them again on every run) and the matrix's command
-# into Go's build cache, so the steps after it compile and link nothing.
-# The binaries carry no debug information (-s -w): nothing debugs them,
-# a panic's trace needs none, and linking without it is a fifth faster.
+# into Go's build cache, so the steps after it compile and link nothing;
+# a tree unchanged since the last link links nothing (scripts/build.sh).
 build:
-	rm -rf .testbin
-	go test -c -ldflags='-s -w' -o .testbin/main/ ./... >/dev/null
-	cd examples/joblock && go test -c -ldflags='-s -w' -o ../../.testbin/joblock/ ./... >/dev/null
-	go run ./cmd/run -list >/dev/null
+	./scripts/build.sh
 
 # Every test, from the binaries build linked (scripts/unit.sh prints go
 # test's lines and a closing count). go test -count=1 ./... runs the same
