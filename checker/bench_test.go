@@ -1,7 +1,12 @@
 package checker
 
 import (
+	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 	"time"
@@ -275,6 +280,59 @@ func BenchmarkStreamHour(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkStoredHour is the same valid hour judged again from its file,
+// as -check judges a stored run: the history is written compressed first
+// (not timed), then read op by op (gzip and JSON decoding, about as much
+// work as judging) while the checkers judge. Target: under a minute.
+//
+//	go test -run '^$' -bench StoredHour -benchtime 1x ./checker/
+func BenchmarkStoredHour(b *testing.B) {
+	ops := 17_000_000
+	if testing.Short() {
+		ops = 2_000_000
+	}
+	path := filepath.Join(b.TempDir(), "history.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	soak(ops, -1, func(op history.Op) {
+		if err == nil {
+			err = enc.Encode(op)
+		}
+	})
+	if err = errors.Join(err, w.Flush(), f.Close(), history.Compress(path)); err != nil {
+		b.Fatal(err)
+	}
+	b.Run(fmt.Sprintf("valid/ops=%d", ops), func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			runtime.GC()
+			stop := make(chan struct{})
+			peak := peakHeap(stop)
+			r, err := history.Open(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			s := NewStream(soakCheckers(), 0)
+			err = history.Each(r, s.Add)
+			vs := s.Verdicts()
+			close(stop)
+			r.Close()
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MB")
+			for _, v := range vs {
+				if v.Valid != Valid {
+					b.Fatalf("%s: %v on a valid history: %+v", v.Checker, v.Valid, v.Anomalies)
+				}
+			}
+		}
+	})
 }
 
 // soakCheckers are an engine run's checkers at a TTL of 2 s.
