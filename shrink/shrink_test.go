@@ -1,13 +1,20 @@
 package shrink
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/verdict"
 )
 
 // Delta debugging on a plan whose finding needs two of its eight faults
@@ -77,5 +84,73 @@ func TestSmallerKeepsWhatTheFindingNeeds(t *testing.T) {
 	odd := scenario.Plan{{At: scenario.TTLs(0.1), Until: scenario.TTLs(1.3), Action: arm}}
 	if said := removed(odd, scenario.Plan{{At: scenario.TTLs(0.7), Until: scenario.TTLs(1.9), Action: arm}}, 5, 5); len(said) != 1 {
 		t.Errorf("a move alone: the report says %q", said)
+	}
+}
+
+// A stored run shrinks for real, each candidate replayed on real Redis:
+// K1 (set-nx-px, two clients) told with a node paused briefly before the
+// trap is armed. The node's pause goes (K1 shows without it), the holder's
+// pause stays (without it nobody outlives a lease), and the smallest
+// schedule is written as a scenario file that parses back to it, with
+// shrink.md saying what was removed. Two replays a candidate, one needed:
+// a replay starved by a busy machine is no evidence, and one of two is
+// enough to keep a candidate that shows K1 every time.
+func TestShrinkReplaysAStoredRun(t *testing.T) {
+	k1, err := scenario.Lookup("paused-holder")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Only this lock's expectation: the file must parse in a binary that
+	// registers no library's or service's lock.
+	k1.Expect = map[string]verdict.Expectation{"set-nx-px": k1.Expect["set-nx-px"]}
+	k1.Plan = append(scenario.Plan{{At: scenario.TTLs(0.2), Until: scenario.TTLs(0.4), Action: scenario.Action{Do: "pause-node", Node: "n1"}}}, k1.Plan...)
+	out := t.TempDir()
+	stored, err := engine.RunUnstarved(context.Background(), engine.Options{Story: &k1, Lock: "set-nx-px", Clients: 2,
+		TimeLimit: 3 * time.Second, Out: out}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stored.Outcome != verdict.Unsafe {
+		t.Fatalf("the stored run: outcome %s (%s), want unsafe", stored.Outcome, stored.Starved)
+	}
+	if err := report.Write(stored); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Options{Dir: stored.Dir, Replays: 2, Keep: 1, Final: 2, Out: out, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept []string
+	for _, try := range res.Tries {
+		if try.Runs != 2 {
+			t.Errorf("try %q ran %d replays, want 2", try.Change, try.Runs)
+		}
+		if try.Kept {
+			kept = append(kept, try.Change)
+		}
+		if strings.HasPrefix(try.Change, `without {"at":1,"do":"arm"`) && try.Shown > 0 {
+			t.Errorf("try %q showed K1 in %d of 2 replays: nothing outlived a lease", try.Change, try.Shown)
+		}
+	}
+	if len(kept) != 1 || !strings.HasPrefix(kept[0], `without {"at":0.2,"until":0.4,"do":"pause-node"`) {
+		t.Fatalf("kept %q, want only the node's pause taken out; tries %+v", kept, res.Tries)
+	}
+	if Faults(res.To) != 1 || res.To[0].Do != "arm" || res.ClientsTo != 2 {
+		t.Fatalf("shrunk to %+v with %d clients, want the trap alone and 2", res.To, res.ClientsTo)
+	}
+	data, err := os.ReadFile(filepath.Join(res.Dir, "scenario.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := scenario.Parse(data)
+	if err != nil {
+		t.Fatalf("the shrunk scenario.json does not parse: %v", err)
+	}
+	if !reflect.DeepEqual(file.Plan, res.To) || file.Clients != 2 {
+		t.Fatalf("scenario.json holds %+v with %d clients, want %+v and 2", file.Plan, file.Clients, res.To)
+	}
+	md, err := os.ReadFile(filepath.Join(res.Dir, "shrink.md"))
+	if err != nil || !strings.Contains(string(md), "What was removed") || !strings.Contains(string(md), "pause") {
+		t.Fatalf("shrink.md: %v\n%s", err, md)
 	}
 }

@@ -72,7 +72,7 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		}
 	})
 	var errb bytes.Buffer
-	run(context.Background(), []string{"-scenario", "nope"}, &bytes.Buffer{}, &errb)
+	run(context.Background(), []string{"-scenario", "nope", "-out", t.TempDir()}, &bytes.Buffer{}, &errb)
 	if !strings.Contains(errb.String(), "paused-holder") {
 		t.Fatalf("unknown scenario error must list the valid names: %q", errb.String())
 	}
