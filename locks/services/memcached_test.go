@@ -122,10 +122,13 @@ func TestMemcachedAddExclusion(t *testing.T) {
 func TestMemcachedAddReleaseAfterExpiry(t *testing.T) {
 	n := memcachedNode(t)
 	ctx := context.Background()
-	// One second: below the lock's MinTTL (locks.Build does not refuse
-	// it), so the item is gone within about a second.
+	// c1's lease is one second: below the lock's MinTTL (locks.Build does
+	// not refuse it), so its item is gone within about a second. c2's is
+	// the lock's shortest, 4 s: an item whose exptime is one second may
+	// go at once (memcachedEarly), and c2's must outlive the check.
 	cfg := locks.Config{TTL: time.Second, Wait: 3 * time.Second, RetryDelay: 20 * time.Millisecond}
 	a, _ := mcClient(t, n, "c1", cfg)
+	cfg.TTL = memcachedMinTTL
 	b, _ := mcClient(t, n, "c2", cfg)
 	la, err := a.Acquire(ctx, "k")
 	if err != nil {
