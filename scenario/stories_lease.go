@@ -95,7 +95,11 @@ func leaseStories(add func(Scenario)) {
 				Why: "the holder's process is alive and reaches its service, so its session lives on while the write is delayed: nobody else gets the lock"},
 		),
 		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
-		Params: []Param{{Name: "delay", Unit: "TTLs", Default: 0.75, Min: 0, Max: 2,
+		// At most one TTL: client 0's read and write each wait out the
+		// delay, and past about a TTL its next acquire, which ends the
+		// delay, comes after the story's 7 TTLs, so the run never shows
+		// the delay's end it requires and comes out vacuous.
+		Params: []Param{{Name: "delay", Unit: "TTLs", Default: 0.75, Min: 0, Max: 1,
 			Help: "how long each of client 0's requests to the store is held up on its way out"}},
 		// The delay begins after 2 TTLs, not 1: five clients' first RedLock
 		// round can split the votes and fail only after a whole wait, and
