@@ -27,6 +27,44 @@ func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 	return res
 }
 
+// Every lock, 16 clients on one key, no faults: the harness's own checkers
+// must find mutual exclusion and the register must keep moving. (The
+// control "none" is the exception that proves the checkers; its baseline row
+// is in every matrix.) A 1 s TTL gives RedLock its longest per-node
+// timeout, 50 ms: 16 clients on 2 cores shared with other test packages
+// do not always answer within less, and a lock that cannot reach a quorum
+// makes no progress. The time
+// limit stays longer than the liveness allowance, so a stall still fails.
+//
+// The Redis locks only: a service's run takes the machine alone (three
+// JVMs for ZooKeeper), stopping every story beside it, and its locks'
+// exclusion is its own tests' (locks/services) and make run's baseline.
+func TestBaselineEveryLockSixteenClients(t *testing.T) {
+	for _, lock := range locks.Names() {
+		if info, _ := locks.Lookup(lock); lock == "none" || info.ServerKind() != locks.ServerRedis {
+			continue
+		}
+		t.Run(lock, func(t *testing.T) {
+			t.Parallel() // the machine's room seats them, a core each
+			res, err := RunUnstarved(context.Background(), Options{Scenario: "baseline", Lock: lock, Clients: 16,
+				TTL: time.Second, TimeLimit: 2500 * time.Millisecond, Out: t.TempDir()}, t.Logf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Matched || res.Outcome != verdict.Safe {
+				t.Fatalf("baseline of %s: outcome %s (starved: %q), verdicts %+v", lock, res.Outcome, res.Starved, res.Verdicts)
+			}
+			// How fast is the benchmarks' business (locks/bench_test.go);
+			// here a stall is what fails, as liveness judged above, and a
+			// register that never moved.
+			v, _ := res.Verdict(checker.ResourceName)
+			if v.Details.WritesAccepted == 0 {
+				t.Fatalf("no increment in %s: no progress", res.TimeLimit)
+			}
+		})
+	}
+}
+
 func TestPausedHolderReproduces(t *testing.T) {
 	res := run(t, "paused-holder", "set-nx-px", 4*time.Second)
 	if !res.Matched || res.Outcome != verdict.Unsafe {
