@@ -15,7 +15,7 @@ stamp() {
   git rev-parse --is-inside-work-tree >/dev/null 2>&1 || return 0
   {
     go version
-    go env GOOS GOARCH GOFLAGS GOEXPERIMENT CGO_ENABLED
+    go env GOOS GOARCH GOAMD64 GOFLAGS GOEXPERIMENT GOWORK CGO_ENABLED
     git ls-files -z --cached --others --exclude-standard |
       while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
       xargs -0 -r sha256sum
@@ -23,7 +23,7 @@ stamp() {
 }
 
 want=$(stamp)
-if [ -n "$want" ] && [ -f .testbin/stamp ] && [ "$(cat .testbin/stamp)" = "$want" ]; then
+if [ -n "$want" ] && [ -d .testbin/main ] && [ -d .testbin/joblock ] && [ -f .testbin/stamp ] && [ "$(cat .testbin/stamp)" = "$want" ]; then
   echo "build: .testbin was linked from these sources; nothing to link"
 else
   rm -rf .testbin
