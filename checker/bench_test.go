@@ -261,15 +261,7 @@ func BenchmarkStreamHour(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("%s/ops=%d", name, ops), func(b *testing.B) {
 			for i := 0; i < b.N; i++ {
-				runtime.GC()
-				stop := make(chan struct{})
-				peak := peakHeap(stop)
-				s := NewStream(soakCheckers(), 0)
-				soak(ops, bad, s.Add)
-				vs := s.Verdicts()
-				close(stop)
-				b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MB")
-				b.ReportMetric(float64(s.Segments()), "segments")
+				vs := judgeHour(b, func(add func(history.Op)) error { soak(ops, bad, add); return nil })
 				for _, v := range vs {
 					// The double holder is seen by the checkers of what
 					// clients believed and wrote, not by the node's.
@@ -318,18 +310,8 @@ func BenchmarkStoredHour(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			runtime.GC()
-			stop := make(chan struct{})
-			peak := peakHeap(stop)
-			s := NewStream(soakCheckers(), 0)
-			err = history.Each(r, s.Add)
-			vs := s.Verdicts()
-			close(stop)
+			vs := judgeHour(b, func(add func(history.Op)) error { return history.Each(r, add) })
 			r.Close()
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MB")
 			for _, v := range vs {
 				if v.Valid != Valid {
 					b.Fatalf("%s: %v on a valid history: %+v", v.Checker, v.Valid, v.Anomalies)
@@ -337,6 +319,27 @@ func BenchmarkStoredHour(b *testing.B) {
 			}
 		}
 	})
+}
+
+// judgeHour streams the ops feed hands it through an engine run's
+// checkers and returns their verdicts, reporting the peak heap and the
+// segments the stream cut: how the soak benchmarks, whatever they read
+// the hour from, are measured alike.
+func judgeHour(b *testing.B, feed func(add func(history.Op)) error) []Verdict {
+	b.Helper()
+	runtime.GC()
+	stop := make(chan struct{})
+	peak := peakHeap(stop)
+	s := NewStream(soakCheckers(), 0)
+	err := feed(s.Add)
+	vs := s.Verdicts()
+	close(stop)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(<-peak)/(1<<20), "peak-heap-MB")
+	b.ReportMetric(float64(s.Segments()), "segments")
+	return vs
 }
 
 // soakCheckers are an engine run's checkers at a TTL of 2 s.
