@@ -16,12 +16,14 @@ import (
 func registerControls(register func(Info)) {
 	register(Info{
 		Name:    "none",
+		Traits:  Traits{Ends: Never, Release: OwnerBlind, Local: true, LocksNothing: true},
 		Summary: "CONTROL: every acquire succeeds at once and nothing is locked; the checkers must see two holders without any fault",
 		Broken:  true,
 		New:     func(Config) Lock { return noLock{} },
 	})
 	register(Info{
-		Name: "mutex",
+		Name:   "mutex",
+		Traits: Traits{Ends: Never, Release: OwnerChecked, Local: true},
 		// Nothing in Redis to lose; a dead holder never lets go, which is a
 		// stall, not two holders.
 		Claims: fault.Kinds,

@@ -10,6 +10,7 @@ import (
 func registerFair(register func(Info)) {
 	register(Info{
 		Name:      "fair",
+		Traits:    Traits{Ends: Renewed, Release: OwnerChecked, Clock: ServerWall, OtherKeys: true, Notified: true},
 		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Queued:    true,

@@ -169,6 +169,9 @@ type Info struct {
 	Name string
 	// Summary is one line for -list.
 	Summary string
+	// Traits are what the lock is, as the stories judge it: their
+	// expectations are rules over traits (package scenario).
+	Traits Traits
 	// Broken marks an algorithm kept as a counter-example; Summary says why.
 	Broken bool
 	// Nodes is how many nodes of its Server a scenario gives it (the

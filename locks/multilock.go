@@ -9,6 +9,7 @@ import (
 func registerMultiLock(register func(Info)) {
 	register(Info{
 		Name:      "multilock",
+		Traits:    Traits{Ends: Renewed, Release: OwnerChecked, Clock: ServerWall, OtherKeys: true, Notified: true},
 		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Summary: "Redisson MultiLock: a reentrant lock on each of 3 nodes, all or none; a failed member " +

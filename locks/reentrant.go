@@ -10,6 +10,7 @@ import (
 func registerReentrant(register func(Info)) {
 	register(Info{
 		Name:      "reentrant",
+		Traits:    Traits{Ends: Renewed, Release: OwnerChecked, Clock: ServerWall, OtherKeys: true, Notified: true},
 		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Summary: "Redisson RLock: hash {owner → count} with PEXPIRE, re-entry counts up and down, " +

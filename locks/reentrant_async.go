@@ -3,6 +3,7 @@ package locks
 func registerReentrantAsync(register func(Info)) {
 	register(Info{
 		Name:      "reentrant-async",
+		Traits:    Traits{Ends: Renewed, Release: OwnerChecked, Clock: ServerWall, OtherKeys: true, Notified: true, Detached: true},
 		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Broken:    true,

@@ -3,6 +3,7 @@ package locks
 func registerReentrantLost(register func(Info)) {
 	register(Info{
 		Name:      "reentrant-lost",
+		Traits:    Traits{Ends: Renewed, Release: OwnerChecked, Clock: ServerWall, OtherKeys: true, Notified: true, TellsLoss: true},
 		Claims:    WatchdogClaims,
 		Reentrant: true,
 		Summary: "reentrant whose watchdog tells the holder when a renewal fails (Lease.Lost), as redisson#3636 and #4698 ask; " +

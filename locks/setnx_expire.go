@@ -9,6 +9,7 @@ import (
 func registerSetNXExpire(register func(Info)) {
 	register(Info{
 		Name:   "setnx-expire",
+		Traits: Traits{Ends: Expires, Release: OwnerBlind, Clock: ServerWall, ExpirySeparate: true},
 		Claims: without(LeaseClaims, fault.ClientPause),
 		Summary: "SETNX then EXPIRE as two commands, DEL release. BROKEN: a client that dies between the two " +
 			"leaves a key that never expires (deadlock, S1), and DEL releases whoever holds the lock now",

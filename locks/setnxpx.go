@@ -10,6 +10,7 @@ import (
 func registerSetNXPX(register func(Info)) {
 	register(Info{
 		Name:    "set-nx-px",
+		Traits:  Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall},
 		Claims:  LeaseClaims,
 		Summary: "SET key token NX PX ttl; release by Lua compare-and-delete (the distlock single-instance lock)",
 		New:     func(c Config) Lock { return &setNXPX{cfg: c} },

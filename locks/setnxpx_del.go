@@ -11,6 +11,7 @@ import (
 func registerSetNXPXDel(register func(Info)) {
 	register(Info{
 		Name:   "set-nx-px-del",
+		Traits: Traits{Ends: Expires, Release: OwnerBlind, Clock: ServerWall},
 		Claims: without(LeaseClaims, fault.ClientPause),
 		Summary: "SET NX PX with a plain DEL release. BROKEN: a client whose lease lapsed deletes its " +
 			"successor's lock, letting a third client in (S3)",

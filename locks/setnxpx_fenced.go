@@ -9,6 +9,7 @@ import (
 func registerSetNXPXFenced(register func(Info)) {
 	register(Info{
 		Name:    "set-nx-px-fenced",
+		Traits:  Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall, OtherKeys: true},
 		Claims:  LeaseClaims,
 		Summary: "set-nx-px plus a per-key fencing token (INCR in the same script) that the protected store checks",
 		Fenced:  true,

@@ -14,6 +14,7 @@ import (
 func registerSetNXPXWait(register func(Info)) {
 	register(Info{
 		Name:    "set-nx-px-wait",
+		Traits:  Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall, Waits: true},
 		Claims:  LeaseClaims,
 		Summary: "set-nx-px whose SET is followed by WAIT for the master's replicas, undone when none acknowledged it (Redisson RLock's synced lock)",
 		New: func(c Config) Lock {

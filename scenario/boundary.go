@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/locktorture/locktorture/fault"
-	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
@@ -77,8 +76,8 @@ func (p Probe) Evidence() fault.Evidence {
 // explore): a fault-free warm-up that learns which commands each kind of
 // op sends, and one short run per command boundary.
 func boundaryStories(add func(Scenario)) {
-	promise := expect(locks.Names(), verdict.Expectation{Outcome: verdict.PromiseKept,
-		Why: "exploration, judged against the lock's own fault model: a broken promise under a fault it claims to survive is a finding"})
+	promise := []Rule{expect(anyLock, verdict.Expectation{Outcome: verdict.PromiseKept,
+		Why: "exploration, judged against the lock's own fault model: a broken promise under a fault it claims to survive is a finding"})}
 	add(Scenario{
 		Name: "warm-up",
 		Story: "Exploration: no fault; holders work half a lease, so a watchdog renews while they do. What each kind of op " +
@@ -86,7 +85,7 @@ func boundaryStories(add func(Scenario)) {
 		TimeLimitTTLs: 3, MinTimeLimitTTLs: 2,
 		Exploration: true,
 		HoldTTLs:    0.5,
-		Expect:      promise,
+		Rules:       promise,
 		Plan:        Plan{},
 	})
 	add(Scenario{
@@ -101,7 +100,7 @@ func boundaryStories(add func(Scenario)) {
 		// time, and a paused releaser wakes with 0.5 TTL of its successor's
 		// lease to go.
 		HoldTTLs: 0.1,
-		Expect:   promise,
+		Rules:    promise,
 		Schedule: boundarySchedule,
 	})
 }

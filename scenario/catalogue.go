@@ -9,8 +9,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-
-	"github.com/locktorture/locktorture/verdict"
 )
 
 // families are the catalogue's files of stories, one function each that
@@ -36,7 +34,13 @@ var families = []func(add func(Scenario)){
 func catalogue() map[string]Scenario {
 	out := map[string]Scenario{}
 	for _, family := range families {
-		family(func(s Scenario) { s = s.WithDefaults(); out[s.Name] = s })
+		family(func(s Scenario) {
+			s = s.WithDefaults()
+			if s.Rules != nil {
+				s.Expect = s.expectations()
+			}
+			out[s.Name] = s
+		})
 	}
 	return out
 }
@@ -53,46 +57,6 @@ func Lookup(name string) (Scenario, error) {
 // Names lists the scenarios, sorted.
 func Names() []string {
 	return slices.Sorted(maps.Keys(catalogue()))
-}
-
-// Lock groups the expectations are written for.
-var (
-	// ownerBlind locks release with a plain DEL: a client whose lease lapsed
-	// deletes whoever holds the lock when its release lands, which breaks
-	// the lock's own promise whenever someone does hold it then (S3).
-	ownerBlind    = []string{"set-nx-px-del", "setnx-expire"}
-	ownerChecked  = all([]string{"set-nx-px", "getset", "redlock", "redlock-novalidity"}, libraryLeases, []string{"redsync-redlock"})
-	watchdogLocks = []string{"reentrant", "fair", "multilock", "redislock-refresh"}
-	// libraryLeases are the installed libraries' single-node leases with an
-	// owner-checked release (package locks/library): they stand beside
-	// set-nx-px wherever a story names it alone.
-	libraryLeases = []string{"redsync", "redislock", "redis-py"}
-)
-
-// expect builds an expectation table: the same expectation for each lock
-// named, merged over earlier entries.
-func expect(groups ...any) map[string]verdict.Expectation {
-	out := map[string]verdict.Expectation{}
-	for i := 0; i+1 < len(groups); i += 2 {
-		e := groups[i+1].(verdict.Expectation)
-		switch names := groups[i].(type) {
-		case string:
-			out[names] = e
-		case []string:
-			for _, n := range names {
-				out[n] = e
-			}
-		}
-	}
-	return out
-}
-
-func all(names ...[]string) []string {
-	var out []string
-	for _, n := range names {
-		out = append(out, n...)
-	}
-	return out
 }
 
 // step is a plan's step: a at TTLs in.
@@ -117,20 +81,20 @@ const (
 // serviceKinds are the kinds a Redis-only story gives its reason for.
 var serviceKinds = []string{zookeeper, etcd, postgres, memcached}
 
-// notFor is a NotFor table: reason for each kind named, merged over
-// earlier entries.
-func notFor(pairs ...any) map[string]string {
+// notFor is a NotFor table: why, for each kind named.
+func notFor(why string, kinds ...string) map[string]string {
 	out := map[string]string{}
-	for i := 0; i+1 < len(pairs); i += 2 {
-		why := pairs[i+1].(string)
-		switch kinds := pairs[i].(type) {
-		case string:
-			out[kinds] = why
-		case []string:
-			for _, k := range kinds {
-				out[k] = why
-			}
-		}
+	for _, k := range kinds {
+		out[k] = why
+	}
+	return out
+}
+
+// joined is the NotFor tables ts in one.
+func joined(ts ...map[string]string) map[string]string {
+	out := map[string]string{}
+	for _, t := range ts {
+		maps.Copy(out, t)
 	}
 	return out
 }

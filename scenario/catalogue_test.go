@@ -11,6 +11,8 @@ import (
 )
 
 func TestEveryScenarioIsWellFormed(t *testing.T) {
+	library.Register()
+	services.Register()
 	for _, name := range Names() {
 		s, _ := Lookup(name)
 		if s.Story == "" || s.Plan == nil && s.Schedule == nil && s.Draw == nil || len(s.Expect) == 0 {

@@ -34,6 +34,8 @@ func TestEveryStoryPrintsAndReadsBackTheSame(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: its own print does not read back: %v\n%s", name, err, b.String())
 		}
+		// A file holds the expectations the rules gave, not the rules.
+		s.Rules = nil
 		if !reflect.DeepEqual(back, s) {
 			t.Errorf("%s: read back as another story:\n%#v\nwant\n%#v", name, back, s)
 		}

@@ -154,7 +154,13 @@ type Scenario struct {
 	MinTimeLimitTTLs float64  `json:"min_time_limit_ttls,omitempty"`
 	Topology         Topology `json:"topology,omitzero"`
 	// Expect says, for every lock the story applies to, what it must show.
+	// A built-in story's is made from its Rules over the registered locks;
+	// a scenario file's names its locks.
 	Expect map[string]verdict.Expectation `json:"expect"`
+	// Rules say, by what a lock is (locks.Traits), what it must show in
+	// the story or why the story leaves it out: the first rule that picks
+	// a lock decides for it.
+	Rules []Rule `json:"-"`
 	// NotFor says, for each server kind (locks.Info.ServerKind) none of
 	// whose locks the story judges, why it cannot apply to them: -list
 	// prints it, so a reader comparing services sees a reason where a

@@ -16,20 +16,27 @@ import (
 // seen by every node it took 1.6 to 1.8 s.
 const clusterMinTTL = 3 * time.Second
 
-// clusterLeases are the failover leases a Redis Cluster story judges
-// beside the watchdog locks, the fenced lock and the control: all but
-// redis-py, whose workers dial one address each and cannot route by slot.
-// set-nx-px-wait is judged in none: its WAIT has no key, so go-redis's
-// cluster pipeline sends it to a node of its choosing, not to the master
-// that took the SET.
-var clusterLeases = withoutWorkers(failoverLeases)
+// inCluster leaves out the locks a Redis Cluster story cannot judge:
+// redis-py's workers dial one address each and cannot route by slot, and
+// set-nx-px-wait's WAIT has no key, so go-redis's cluster pipeline sends it
+// to a node of its choosing, not to the master that took the SET.
+var inCluster = []Rule{
+	leaveOut(worker, "its workers dial one address each and cannot route by slot"),
+	leaveOut(waits, "its WAIT has no key, so go-redis's cluster pipeline sends it to a node of its choosing, not to the master that took the SET"),
+}
 
 // Redis Cluster: the lock key lives on the master of its hash slot, and
 // every client routes by slot through go-redis's cluster client, each
 // through its own links.
 func clusterStories(add func(Scenario)) {
-	clusterOnly := notFor(serviceKinds, "a Redis Cluster's own failover and resharding: leader-failover tells the ensembles' failover")
-	add(Scenario{
+	add(clusterFailoverStory())
+	add(slotMigrationStory())
+}
+
+var clusterOnly = notFor("a Redis Cluster's own failover and resharding: leader-failover tells the ensembles' failover", serviceKinds...)
+
+func clusterFailoverStory() Scenario {
+	return Scenario{
 		Name:   "cluster-failover",
 		NotFor: clusterOnly,
 		Story: "F1 in a Redis Cluster (the issue: \"a master fails over, the cluster promotes its replica, while a holder works\"): three masters share the slots, each with a replica; " +
@@ -39,23 +46,23 @@ func clusterStories(add func(Scenario)) {
 		MinTTL:        clusterMinTTL,
 		TimeLimitTTLs: 1.1, MinTimeLimitTTLs: 1.1,
 		Topology: Topology{Cluster: true},
-		Expect: expect(
-			clusterLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "replication in a cluster is asynchronous as anywhere: the promoted replica never had the key, and the others lock on it about 2 s after the kill, within the first client's 3 s lease"},
-			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
-				Why: "the lock dies with its master and the promoted replica never had it: a waiter's next try takes it while the holder works, and the holder's watchdog finds nothing to renew"},
-			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
-				Why: "the fencing counter shares the key's slot, and so its master: the promoted replica counts again from where replication was cut, and only the store's own check keeps the register intact"},
-			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis"},
-		),
+		Rules: failoverRules(failoverWhys{
+			lease:    "replication in a cluster is asynchronous as anywhere: the promoted replica never had the key, and the others lock on it about 2 s after the kill, within the first client's 3 s lease",
+			watchdog: "the lock dies with its master and the promoted replica never had it: a waiter's next try takes it while the holder works, and the holder's watchdog finds nothing to renew",
+			fenced:   "the fencing counter shares the key's slot, and so its master: the promoted replica counts again from where replication was cut, and only the store's own check keeps the register intact",
+			control:  "the control: a mutex between goroutines keeps nothing in Redis",
+		}, inCluster...),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		// The replica replicates through the master's announced link;
 		// blackholed, the replica still believes its link up, so the
 		// cluster promotes it as it would a replica that lags without
 		// knowing it.
 		Plan: Plan{cutReplication("slot-master", "slot-replica"), failedOver("slot-master", "slot-replica")},
-	})
-	add(Scenario{
+	}
+}
+
+func slotMigrationStory() Scenario {
+	return Scenario{
 		Name:   "slot-migration",
 		NotFor: clusterOnly,
 		Story: "Resharding (redis/redis#7116, redisson#612, redis/redis#9526): the lock key's slot moves between masters twice while clients lock and release: once in one step " +
@@ -64,16 +71,17 @@ func clusterStories(add func(Scenario)) {
 			"and a script of several keys, some moved and some not, is refused with TRYAGAIN.",
 		TimeLimitTTLs: 4.5, MinTimeLimitTTLs: 4.5,
 		Topology: Topology{Cluster: true},
-		Expect: expect(
-			all(clusterLeases, []string{"redislock-refresh"}), verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy},
-				Why: "every command of the lock names the one key: the old master serves it while it has it, sends the client to the new one (ASK) once it has not, and the client follows, hundreds of times in the slow move, never refused"},
-			"reentrant", verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
-				Why: "its lock script names the one key and follows ASK, but its unlock names the pub/sub channel beside the key: while the slot moves the new master takes a request of several keys only with all of them there, so every release is refused with TRYAGAIN (redisson#612) and the key stays until its lease runs out; safe, and slower"},
-			"fair", verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
-				Why: "its lock and unlock scripts name the queue, the timeouts and the channel beside the key: while the slot moves, the old master has some and not others, and every lock and unlock is refused with TRYAGAIN until the slot is handed over; nobody holds the lock then, so it stays safe"},
-			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
-				Why: "the acquire script names the key and its fencing counter: the counter stays on the old master until the slot is handed over, so every acquire of an absent key is refused with TRYAGAIN; safe, and without a lock for the rest of the slow move"},
-			"mutex", verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy}, Why: "the control: a mutex between goroutines keeps nothing in Redis"},
+		Rules: append(append([]Rule{controlOut, detachedAsReentrant, lossAsReentrant}, inCluster...),
+			leaveOut(not(oneNode), "a single-node lock is put in the cluster, on the master of its key's slot: a lock on several nodes has no place there"),
+			expect(local, verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy}, Why: "the control: a mutex between goroutines keeps nothing in Redis"}),
+			expect(fenced, verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
+				Why: "the acquire script names the key and its fencing counter: the counter stays on the old master until the slot is handed over, so every acquire of an absent key is refused with TRYAGAIN; safe, and without a lock for the rest of the slow move"}),
+			expect(and(otherKeys, queued), verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
+				Why: "its lock and unlock scripts name the queue, the timeouts and the channel beside the key: while the slot moves, the old master has some and not others, and every lock and unlock is refused with TRYAGAIN until the slot is handed over; nobody holds the lock then, so it stays safe"}),
+			expect(otherKeys, verdict.Expectation{Outcome: verdict.Safe, Show: []string{verdict.SlotBusy},
+				Why: "its lock script names the one key and follows ASK, but its unlock names the pub/sub channel beside the key: while the slot moves the new master takes a request of several keys only with all of them there, so every release is refused with TRYAGAIN (redisson#612) and the key stays until its lease runs out; safe, and slower"}),
+			expect(anyLock, verdict.Expectation{Outcome: verdict.Safe, Hide: []string{verdict.SlotBusy},
+				Why: "every command of the lock names the one key: the old master serves it while it has it, sends the client to the new one (ASK) once it has not, and the client follows, hundreds of times in the slow move, never refused"}),
 		),
 		Requires: []fault.Evidence{{Op: fault.MigrateStart}, {Op: fault.MigrateEnd}},
 		// The slot goes to the next master, then to the one after.
@@ -83,5 +91,5 @@ func clusterStories(add func(Scenario)) {
 			step(2, Action{Do: "migrate-start", Node: "slot-master+2"}),
 			step(4, Action{Do: "migrate-end", Node: "slot-master+2"}),
 		},
-	})
+	}
 }

@@ -1,32 +1,46 @@
 package scenario
 
 import (
-	"slices"
-
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
 )
 
-// The locks a lone master's failover judges (failover, sentinel-failover):
-// the leases that promise a deadline, and the locks that promise none (a
-// watchdog renews them). redis-py runs as worker processes, which follow
-// a failover through an address that reaches the master of the moment.
-var (
-	failoverLeases    = []string{"set-nx-px", "set-nx-px-del", "setnx-expire", "getset", "redsync", "redislock", "redis-py"}
-	failoverWatchdogs = []string{"reentrant", "fair", "redislock-refresh"}
-)
+// workersMissFailover is why a lone master's failover under a 500 ms
+// lease leaves out the locks whose clients are worker processes.
+const workersMissFailover = "the kill under a 500 ms lease breaks every waiter's connection mid-command, the harness replaces a process whose op ended unknown, " +
+	"and a Python worker takes 0.6 s to start under load, so the others lock only after the holder's lease has ended, or not at all before it wakes: " +
+	"whether the lock is seen broken is a race; sentinel-failover's 3 s lease leaves a new worker time"
 
-// withoutWorkers is locks less redis-py, whose clients are worker
-// processes: the kill under failover's 500 ms lease breaks every waiter's
-// connection mid-command, the harness replaces a process whose op ended
-// unknown, and a Python worker takes 0.6 s to start under load, so the
-// others lock only after the holder's lease has ended, or not at all
-// before it wakes: whether the lock is seen broken is a race. It is
-// judged in sentinel-failover, whose 3 s lease leaves a new worker time.
-func withoutWorkers(names []string) []string {
-	return slices.DeleteFunc(slices.Clone(names), func(l string) bool { return l == "redis-py" })
+// failoverRules judge a failover of the lock's lone master: leases that
+// promise a deadline and see it broken, watchdogs that promise none, the
+// fenced lock whose counter is lost too, and the control. The locks it
+// leaves out are left out by the rules before them (without).
+func failoverRules(why failoverWhys, without ...Rule) []Rule {
+	rules := append([]Rule{controlOut, detachedAsReentrant, lossAsReentrant}, without...)
+	return append(rules,
+		expect(local, verdict.Expectation{Outcome: verdict.Safe, Why: why.control}),
+		leaveOut(not(oneNode), "a lone master's failover: a lock on several nodes has no one master to lose"),
+		expect(fenced, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected}, Why: why.fenced}),
+		expect(expires, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"}, Why: why.lease}),
+		expect(renewed, verdict.Expectation{Outcome: verdict.Unsafe, Why: why.watchdog}),
+	)
 }
+
+// failoverWhys are a failover story's arguments for what each kind of
+// lock shows in it.
+type failoverWhys struct{ lease, watchdog, fenced, control string }
+
+// byHand are failover's arguments, a replica promoted by hand.
+var byHand = failoverWhys{
+	lease:    "asynchronous replication loses the lock with the master: a second client gets it while the first is within its validity",
+	watchdog: "the lock hash dies with the master; the promoted replica never had it",
+	fenced:   "the fencing counter is lost with the master too: the new master's tokens start again below the old ones, so the store rejects every new holder's write, and only the store's own check keeps it safe",
+	control:  "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it",
+}
+
+// waitsCutOff is why a failover whose replication is cut leaves WAIT out.
+var waitsCutOff = leaveOut(waits, "with replication cut no replica acknowledges its WAIT, so it gives every lock up; wait-replica-restart tells its failover")
 
 // cutReplication is a failover story's opening: the replica stops hearing
 // from the master (its link blackholed, not closed), so a lock taken next
@@ -58,22 +72,19 @@ func failedOver(master, replica string) Step {
 // Replication: a lock written to a master that dies before it replicates
 // (F1).
 func failoverStories(add func(Scenario)) {
-	add(Scenario{
+	add(failoverStory())
+	add(failoverLagStory())
+}
+
+func failoverStory() Scenario {
+	return Scenario{
 		Name:   "failover",
-		NotFor: notFor(serviceKinds, "a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover, server-crash a single server's death"),
+		NotFor: notFor("a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover, server-crash a single server's death", serviceKinds...),
 		Story: "F1: replication to the replica is cut; a client locks on the master; while it works in its critical section " +
 			"the master is killed and the replica promoted by hand; the others lock on the new master.",
 		TimeLimitTTLs: 4.5, MinTimeLimitTTLs: 3,
 		Topology: Topology{Replicated: true},
-		Expect: expect(
-			withoutWorkers(failoverLeases), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "asynchronous replication loses the lock with the master: a second client gets it while the first is within its validity"},
-			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
-				Why: "the lock hash dies with the master; the promoted replica never had it"},
-			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
-				Why: "the fencing counter is lost with the master too: the new master's tokens start again below the old ones, so the store rejects every new holder's write, and only the store's own check keeps it safe"},
-			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
-		),
+		Rules:    failoverRules(byHand, waitsCutOff, leaveOut(worker, workersMissFailover)),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		Plan: Plan{
 			cutReplication("primary", "replica"),
@@ -85,28 +96,31 @@ func failoverStories(add func(Scenario)) {
 			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.2),
 				Then: []Action{{Do: "kill", Node: "primary"}, {Do: "promote", Node: "replica"}}}),
 		},
-	})
+	}
+}
 
-	// The master dies 0.25 TTL after the holder locked, and the replica
-	// is promoted just after: a lock that reached the replica by then
-	// survives, one still in the delayed stream is lost. The holder stalls
-	// until 0.2 TTL before its lease ends, so it writes while it holds the
-	// lock either way, and the others lock before that only where the lock
-	// was lost; a holder caught with less than 0.3 TTL of stall left could
-	// not see the kill, and the run is starved.
-	add(Scenario{
+// The master dies 0.25 TTL after the holder locked, and the replica
+// is promoted just after: a lock that reached the replica by then
+// survives, one still in the delayed stream is lost. The holder stalls
+// until 0.2 TTL before its lease ends, so it writes while it holds the
+// lock either way, and the others lock before that only where the lock
+// was lost; a holder caught with less than 0.3 TTL of stall left could
+// not see the kill, and the run is starved.
+func failoverLagStory() Scenario {
+	return Scenario{
 		Name:   "failover-lag",
-		NotFor: notFor(serviceKinds, "a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover"),
+		NotFor: notFor("a Redis master and its replica, promoted by hand: leader-failover tells the ensembles' own failover", serviceKinds...),
 		Story: "F1 with a replica that lags instead of one cut off: replication runs 1 TTL late (by default; -sweep lag varies it); " +
 			"a client locks, the master is killed 0.25 TTL later and the replica promoted by hand; the others lock on the new master if the lock had not reached it.",
 		TimeLimitTTLs: 4, MinTimeLimitTTLs: 3,
 		Topology: Topology{Replicated: true},
-		Expect: expect(
-			"set-nx-px", verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "the lock was still in the replication stream when the master died: the promoted replica never had it, and a second client gets it while the first is within its validity"},
-			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
-				Why: "the fencing counter's increment was in the lagging stream too: the new master's tokens start again below the holder's, and only the store's own check keeps it safe"},
-		),
+		Rules: []Rule{
+			expect(lock("set-nx-px"), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "the lock was still in the replication stream when the master died: the promoted replica never had it, and a second client gets it while the first is within its validity"}),
+			expect(lock("set-nx-px-fenced"), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "the fencing counter's increment was in the lagging stream too: the new master's tokens start again below the holder's, and only the store's own check keeps it safe"}),
+			leaveOut(anyLock, "the story measures where replication lag starts to lose a lock, on the reference lock with and without fencing; failover and sentinel-failover judge every lock's loss with its master"),
+		},
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}},
 		Params: []Param{{Name: "lag", Unit: "TTLs", Default: 1, Min: 0, Max: 2, Threshold: 0.25,
 			Help: "how late the master's writes reach its replica"}},
@@ -115,5 +129,5 @@ func failoverStories(add func(Scenario)) {
 			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.1), InLease: TTLs(0.2), MinPause: TTLs(0.3),
 				Then: []Action{{Do: "kill", Node: "primary", Delay: TTLs(0.25)}, {Do: "promote", Node: "replica", Delay: TTLs(0.27)}}}),
 		},
-	})
+	}
 }

@@ -13,8 +13,17 @@ import (
 // A–E, whose split and shared node C the schedules name.
 const redlockNodes = 5
 
-// redlockLocks are the locks the RedLock stories judge.
-var redlockLocks = []string{"redlock", "redlock-novalidity", "redsync-redlock"}
+// redlockRules judge the locks on a majority of nodes by e, and leave
+// every other out: a story of RedLock's split needs a majority to split.
+func redlockRules(e verdict.Expectation) []Rule {
+	return []Rule{expect(majority, e), notOnAMajority}
+}
+
+// redlockNotFor is why the RedLock splits judge no service's lock.
+var redlockNotFor = notFor("told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)", serviceKinds...)
+
+// notOnAMajority leaves out the locks on one node, or on all of several.
+var notOnAMajority = leaveOut(not(majority), "told on independent Redis nodes split around the middle one: a lock on one node, or on all of several, has no majority to split")
 
 // redlockSplit is K4/K5's partition: client 0 reaches the nodes up to the
 // middle one, client 1 the middle one and those after it (of five: n1..n3
@@ -29,17 +38,32 @@ var redlockNodesParam = Param{Name: NodesParam, Unit: "nodes", Default: redlockN
 // The arguments about RedLock: Kleppmann's clock jump (K4) and crash-restart
 // (K5) with antirez's two mitigations, and antirez's late replies (K6).
 func redlockStories(add func(Scenario)) {
-	brokenPromise := verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-		Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
-	add(Scenario{
+	add(redlockClockJumpStory())
+	add(redlockCrashRestartStory())
+	add(redlockCrashRestartDelayedStory())
+	add(redlockCrashRestartFsyncStory())
+	add(redlockPausedRepliesStory())
+}
+
+var brokenPromise = verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+	Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
+
+var crashRestart = func(delay float64) Plan {
+	return Plan{redlockSplit, holderInLease(Action{Do: "kill", Node: "middle"}, Action{Do: "restart", Node: "middle", Delay: TTLs(delay)})}
+}
+
+var crashRestartRequires = []fault.Evidence{{Op: fault.Kill}, {Op: fault.Restart}, {Op: fault.PartitionStart}}
+
+func redlockClockJumpStory() Scenario {
+	return Scenario{
 		Name:   "redlock-clock-jump",
-		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
+		NotFor: redlockNotFor,
 		Nodes:  redlockNodes,
 		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While one of them holds its three " +
 			"nodes (whichever locks first), C's clock jumps 10 TTLs forward (by default) and C drops the key; the other locks C and its own two.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Clock: true},
-		Expect:   expect(redlockLocks, brokenPromise),
+		Rules:    redlockRules(brokenPromise),
 		Requires: []fault.Evidence{{Op: fault.ClockBump}, {Op: fault.PartitionStart}},
 		// A jump shorter than what is left of the key's PX keeps the key on
 		// C; one longer drops it: a sweep of the jump finds the lease's
@@ -47,63 +71,70 @@ func redlockStories(add func(Scenario)) {
 		Params: []Param{{Name: "jump", Unit: "TTLs", Default: 10, Min: 0, Max: 20, Threshold: 1,
 			Help: "how far C's clock jumps forward while a client holds its three nodes"}, redlockNodesParam},
 		Plan: Plan{redlockSplit, holderInLease(Action{Do: "bump-clock", Node: "middle", By: ParamNum("jump")})},
-	})
-
-	crashRestart := func(delay float64) Plan {
-		return Plan{redlockSplit, holderInLease(Action{Do: "kill", Node: "middle"}, Action{Do: "restart", Node: "middle", Delay: TTLs(delay)})}
 	}
-	crashRestartRequires := []fault.Evidence{{Op: fault.Kill}, {Op: fault.Restart}, {Op: fault.PartitionStart}}
-	add(Scenario{
+}
+
+func redlockCrashRestartStory() Scenario {
+	return Scenario{
 		Name:   "redlock-crash-restart",
-		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
+		NotFor: redlockNotFor,
 		Nodes:  redlockNodes,
 		Story: "K5 (Kleppmann 2016): client 0 holds A,B,C; C is killed and restarts at once without the key (no persistence); " +
 			"client 1 locks C,D,E.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
-		Expect:   expect(redlockLocks, brokenPromise),
+		Rules:    redlockRules(brokenPromise),
 		Requires: crashRestartRequires,
 		Params:   []Param{redlockNodesParam},
 		Plan:     crashRestart(0),
-	})
-	add(Scenario{
+	}
+}
+
+func redlockCrashRestartDelayedStory() Scenario {
+	return Scenario{
 		Name:          "redlock-crash-restart-delayed",
-		NotFor:        notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
+		NotFor:        redlockNotFor,
 		Nodes:         redlockNodes,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but C restarts only after 2 TTLs, when every lease it held has expired.",
 		ExactClients:  2,
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 4,
-		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
+		Rules: redlockRules(verdict.Expectation{Outcome: verdict.Safe,
 			Why: "a node that stays down longer than the TTL cannot grant a key some client still holds (antirez's delayed restart)"}),
 		Requires: crashRestartRequires,
 		Params:   []Param{redlockNodesParam},
 		Plan:     crashRestart(2),
-	})
-	add(Scenario{
+	}
+}
+
+func redlockCrashRestartFsyncStory() Scenario {
+	return Scenario{
 		Name:          "redlock-crash-restart-fsync",
-		NotFor:        notFor(serviceKinds, "told on five independent Redis nodes and RedLock's majority of them; each service keeps its own replicas consistent (server-crash, leader-failover)"),
+		NotFor:        redlockNotFor,
 		Nodes:         redlockNodes,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but every node runs appendfsync always, so C restarts with the key.",
 		ExactClients:  2,
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Persistence: cluster.AOFAlways},
-		Expect: expect(redlockLocks, verdict.Expectation{Outcome: verdict.Safe,
+		Rules: redlockRules(verdict.Expectation{Outcome: verdict.Safe,
 			Why: "with fsync always the restarted node still holds the key (antirez's mitigation)"}),
 		Requires: crashRestartRequires,
 		Params:   []Param{redlockNodesParam},
 		Plan:     crashRestart(0),
-	})
+	}
+}
 
-	add(Scenario{
+func redlockPausedRepliesStory() Scenario {
+	return Scenario{
 		Name:   "redlock-paused-replies",
-		NotFor: notFor(serviceKinds, "told on five independent Redis nodes and RedLock's validity check; each service's lock is taken in one request to one service"),
+		NotFor: notFor("told on five independent Redis nodes and RedLock's validity check; each service's lock is taken in one request to one service", serviceKinds...),
 		Nodes:  redlockNodes,
 		Story: "K6 (antirez 2016): client 1 sends SET to every node, all say OK, and it pauses for 1.5 TTLs before reading the replies; " +
 			"its keys expire, client 2 locks every node and works; client 1 reads its OKs while client 2 still holds the lock.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
-		Expect: expect(
-			[]string{"redlock", "redsync-redlock"}, verdict.Expectation{Outcome: verdict.Safe, Why: "the elapsed-time check after acquisition sees the TTL has passed and gives the lock up (antirez)"},
-			"redlock-novalidity", verdict.Expectation{Outcome: verdict.Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"},
-		),
+		Rules: []Rule{
+			expect(and(majority, validity), verdict.Expectation{Outcome: verdict.Safe, Why: "the elapsed-time check after acquisition sees the TTL has passed and gives the lock up (antirez)"}),
+			expect(majority, verdict.Expectation{Outcome: verdict.Unsafe, Why: "without the validity check the client believes a lock that expired while it slept"}),
+			notOnAMajority,
+		},
 		Requires: []fault.Evidence{{Op: fault.Pause, Reply: true}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
 		// The trap stands on the client's connections, not in the lock:
 		// when the last of the OKs from every node arrives, the whole
@@ -116,5 +147,5 @@ func redlockStories(add func(Scenario)) {
 		Plan: Plan{arm(1, Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX", Every: redlockNodes, Reply: true},
 			Client: "any", Pause: TTLs(1.5),
 			Then: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.8), Stall: true})}})},
-	})
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
-	"github.com/locktorture/locktorture/verdict"
 )
 
 // sentinelMinTTL is the shortest lease sentinel-failover is told with.
@@ -20,9 +19,13 @@ const sentinelMinTTL = 3 * time.Second
 // Replication failed over by Sentinel itself, the way applications run
 // it: F1 without the harness's hand on the promotion.
 func sentinelStories(add func(Scenario)) {
-	add(Scenario{
+	add(sentinelFailoverStory())
+}
+
+func sentinelFailoverStory() Scenario {
+	return Scenario{
 		Name:   "sentinel-failover",
-		NotFor: notFor(serviceKinds, "a Redis master and its replica failed over by redis-sentinel: leader-failover tells the ensembles' own failover, server-crash a single server's death"),
+		NotFor: notFor("a Redis master and its replica failed over by redis-sentinel: leader-failover tells the ensembles' own failover, server-crash a single server's death", serviceKinds...),
 		Story: "F1 by Sentinel (the issue: \"automatic failover through Sentinel as a story: the master is cut off and killed, Sentinel promotes the replica, " +
 			"clients follow the new master through Sentinel\"): replication to the replica is cut; a client locks on the master; while it works in its " +
 			"critical section the master is killed, three redis-sentinels agree it is down and promote the replica, and the others, asking Sentinel for " +
@@ -37,15 +40,12 @@ func sentinelStories(add func(Scenario)) {
 		MinTTL:        sentinelMinTTL,
 		TimeLimitTTLs: 1.1, MinTimeLimitTTLs: 1.1,
 		Topology: Topology{Replicated: true, Sentinel: true},
-		Expect: expect(
-			failoverLeases, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "asynchronous replication loses the lock with the master, and Sentinel promotes the replica that never had it: the others, told the new master by Sentinel, get the lock about 1.6 s after the kill, within the first client's 3 s lease"},
-			failoverWatchdogs, verdict.Expectation{Outcome: verdict.Unsafe,
-				Why: "the lock (a hash, or redislock's key) dies with the master and the promoted replica never had it: a waiter's next try, on the master Sentinel names, takes the lock while the holder works, and the holder's watchdog finds nothing there to renew; a watchdog promises no deadline, so there is no promise to see broken"},
-			"set-nx-px-fenced", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
-				Why: "the fencing counter is lost with the master too: the promoted replica counts again from where replication was cut, so the store rejects each write whose token is not above the last it took (the new holders' first ones, or the woken holder's), and only the store's own check keeps the register intact"},
-			"mutex", verdict.Expectation{Outcome: verdict.Safe, Why: "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it"},
-		),
+		Rules: failoverRules(failoverWhys{
+			lease:    "asynchronous replication loses the lock with the master, and Sentinel promotes the replica that never had it: the others, told the new master by Sentinel, get the lock about 1.6 s after the kill, within the first client's 3 s lease",
+			watchdog: "the lock (a hash, or redislock's key) dies with the master and the promoted replica never had it: a waiter's next try, on the master Sentinel names, takes the lock while the holder works, and the holder's watchdog finds nothing there to renew; a watchdog promises no deadline, so there is no promise to see broken",
+			fenced:   "the fencing counter is lost with the master too: the promoted replica counts again from where replication was cut, so the store rejects each write whose token is not above the last it took (the new holders' first ones, or the woken holder's), and only the store's own check keeps the register intact",
+			control:  "the control: a mutex between goroutines keeps nothing in Redis, so a failover cannot lose it",
+		}, waitsCutOff),
 		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Promote}, {Op: fault.PartitionStart}},
 		// The cut is a blackhole: the replica's link to the master looks up
 		// until the master dies, and goes down only then (the link closes
@@ -64,5 +64,5 @@ func sentinelStories(add func(Scenario)) {
 			// run is starved.
 			failedOver("primary", "replica"),
 		},
-	})
+	}
 }

@@ -2,58 +2,56 @@ package scenario
 
 import (
 	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
-)
-
-// The locks people choose instead of a Redis lock, grouped by what their
-// promise rests on.
-var (
-	// sessionLocks hold while a session lives (ZooKeeper's ephemeral node,
-	// etcd's lease kept alive, PostgreSQL's session lock) and give no
-	// deadline: the holder learns of a lost session only if it asks.
-	sessionLocks = []string{"zk", "etcd", "pg-advisory"}
-	// renewedSessions are the session locks whose session lapses when its
-	// holder stops talking: a paused or cut-off holder loses the lock.
-	renewedSessions = []string{"zk", "etcd"}
-	// fencedSessions are those two with their service's fencing token.
-	fencedSessions = []string{"zk-fenced", "etcd-fenced"}
-	// ensembleLocks run on a three-member ensemble that keeps the lock on
-	// a quorum.
-	ensembleLocks = all(renewedSessions, fencedSessions)
-	// serviceLeases are leases with a deadline kept by the server's own
-	// expiry: a row's expires_at, memcached's exptime.
-	serviceLeases = []string{"pg-lease", "memcached-add"}
 )
 
 // What to use instead: a server of the lock's own that dies, a leader that
 // is lost, a holder cut off from its service, and a server's clock.
 func serviceStories(add func(Scenario)) {
-	add(Scenario{
+	add(serverCrashStory())
+	add(leaderFailoverStory())
+	add(isolatedHolderStory())
+	add(serverClockJumpStory())
+}
+
+func serverCrashStory() Scenario {
+	return Scenario{
 		Name: "server-crash",
 		Story: "While a client holds the lock, its server (for an ensemble, member n1) loses power (kill -9, and what its disk " +
 			"had not synced is gone) and restarts at once; the holder, briefly paused inside its lease, then writes.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
-		Expect: expect(
-			[]string{"set-nx-px", "memcached-add"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "the key lived only in the server's memory: it restarts without it and hands the lock out while the holder is within its lease (K5 on one node)"},
-			"pg-advisory", verdict.Expectation{Outcome: verdict.Unsafe,
-				Why: "a session lock lives in the server's memory: the restarted server has no session and no lock, and the holder, who does not ask, writes beside the next holder"},
-			ensembleLocks, verdict.Expectation{Outcome: verdict.Safe,
-				Why: "the lock lives on a quorum, which one member's death does not break; the member rejoins from its fsynced log"},
-		),
+		Rules: []Rule{
+			expect(quorum, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the lock lives on a quorum, which one member's death does not break; the member rejoins from its fsynced log"}),
+			expect(connection, verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "a session lock lives in the server's memory: the restarted server has no session and no lock, and the holder, who does not ask, writes beside the next holder"}),
+			leaveOut(kind(postgres), "pg-advisory tells PostgreSQL's restart; a lease row's fate rests on the server's fsync settings, which no story here varies"),
+			leaveOut(not(oneNode), "told on the one server of a single-node lock; redlock-crash-restart tells a majority's node"),
+			standsFor(onRedis, "every Redis lock here keeps its key in the one server's memory, which the restart forgets; failover and redlock-crash-restart tell the loss in detail", "set-nx-px"),
+			expect(and(expires, oneNode, unfenced), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "the key lived only in the server's memory: it restarts without it and hands the lock out while the holder is within its lease (K5 on one node)"}),
+			expect(and(renewed, oneNode), verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "the key lived only in the server's memory: the restarted server hands the lock to a waiter while the holder works, and the watchdog finds nothing to renew; a watchdog promises no deadline, so there is no promise to see broken"}),
+			leaveOut(local, "the control keeps nothing on a server: a server's death cannot touch it"),
+		},
 		Requires: []fault.Evidence{{Op: fault.PowerLoss, Node: "n1"}, {Op: fault.Restart, Node: "n1"}},
 		Plan:     Plan{holderInLease(Action{Do: "power-loss", Node: "n1"}, Action{Do: "restart", Node: "n1"})},
-	})
+	}
+}
 
-	add(Scenario{
-		Name:   "leader-failover",
-		NotFor: notFor(redis, "a Redis node is no ensemble: failover tells a Redis replica promoted by hand", postgres, "a single PostgreSQL server has no leader to lose: server-crash tells its death", memcached, "a memcached server has no leader to lose: server-crash tells its death"),
+func leaderFailoverStory() Scenario {
+	return Scenario{
+		Name: "leader-failover",
+		NotFor: joined(notFor("a Redis node is no ensemble: failover tells a Redis replica promoted by hand", redis),
+			notFor("a single PostgreSQL server has no leader to lose: server-crash tells its death", postgres),
+			notFor("a memcached server has no leader to lose: server-crash tells its death", memcached)),
 		Story: "While a client holds the lock, the leader of the ensemble is killed (kill -9) and stays down; once the other two " +
 			"members have elected a new leader, the holder, briefly paused, writes and releases, and the others go on locking.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
-		Expect: expect(ensembleLocks, verdict.Expectation{Outcome: verdict.Safe,
-			Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"}),
+		Rules: []Rule{expect(quorum, verdict.Expectation{Outcome: verdict.Safe,
+			Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"})},
 		Requires: []fault.Evidence{{Op: fault.Kill}},
 		// The holder goes on only once a new leader is there: a release
 		// sent into the election finds no leader, its outcome is unknown,
@@ -62,27 +60,31 @@ func serviceStories(add func(Scenario)) {
 		// rather than the lock. Until then the holder waits at its point,
 		// its session kept alive.
 		Plan: Plan{holderInLease(Action{Do: "kill-leader"})},
-	})
+	}
+}
 
-	add(Scenario{
+func isolatedHolderStory() Scenario {
+	return Scenario{
 		Name: "isolated-holder",
 		Story: "A holder's critical section is slow (2.5 TTLs), and while it works it is cut off from every node of the lock's " +
 			"service (not from the store); the cut heals once it has written, as it goes to release.",
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
-		Expect: expect(
-			all(renewedSessions, []string{"reentrant"}), verdict.Expectation{Outcome: verdict.Unsafe,
-				Why: "the session (or watchdog) is renewed only while the holder reaches its service: it lapses under a holder that goes on working, and the next holder writes beside it"},
-			fencedSessions, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
-				Why: "the session lapses just the same, but the store rejects the cut-off holder's stale token (Kleppmann's fencing)"},
-			"reentrant-lost", verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.WriteWithheld},
-				Why: "the watchdog's renewals fail under the cut and it tells the holder (Lease.Lost): the lock is still held twice (the holder learns it only when it looks), but the holder looks before it writes and does not write (redisson#3636, #4698)"},
-			all([]string{"set-nx-px"}, serviceLeases), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
-				Why: "the work outlives the lease, cut off or not: a lease promises nothing past its deadline"},
-		),
-		// pg-advisory is left out: the server keeps the session while the
-		// cut lasts, but a healed link closes the connections it held, so
-		// the session ends then and whether the holder had released by
-		// that moment decides between safe and lock-unsafe.
+		Rules: []Rule{
+			expect(tellsLoss, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.WriteWithheld},
+				Why: "the watchdog's renewals fail under the cut and it tells the holder (Lease.Lost): the lock is still held twice (the holder learns it only when it looks), but the holder looks before it writes and does not write (redisson#3636, #4698)"}),
+			expect(and(fenced, session), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "the session lapses just the same, but the store rejects the cut-off holder's stale token (Kleppmann's fencing)"}),
+			standsFor(renewed, "every watchdog here renews only while its holder reaches Redis, as reentrant's does", "reentrant"),
+			expect(or(session, renewed), verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "the session (or watchdog) is renewed only while the holder reaches its service: it lapses under a holder that goes on working, and the next holder writes beside it"}),
+			// A healed link closes the connections the server kept through
+			// the cut, which ends PostgreSQL's session then.
+			leaveOut(connection, "the server keeps the session while the cut lasts, but a healed link closes the connections it held, so the session ends then, and whether the holder had released by that moment decides between safe and lock-unsafe"),
+			standsFor(and(onRedis, expires), "a lease promises nothing past its deadline, cut off or not, and paused-holder judges each one's", "set-nx-px"),
+			expect(and(expires, unfenced), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
+				Why: "the work outlives the lease, cut off or not: a lease promises nothing past its deadline"}),
+			leaveOut(local, "the control keeps nothing on a server to be cut off from"),
+		},
 		Requires: []fault.Evidence{{Op: fault.Stall, Point: workloads.BeforeWrite}, {Op: fault.PartitionStart}, {Op: fault.PartitionEnd}},
 		// The cut heals when the holder has written and goes to release:
 		// healing it as the work ends would race the write, and a link
@@ -91,26 +93,34 @@ func serviceStories(add func(Scenario)) {
 		Plan: Plan{arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(2.5), Stall: true,
 			Then: []Action{{Do: "partition", Cuts: []Cut{{From: "client caught", Nodes: []string{"all"}}}}},
 			Wake: []Action{armed(Trap{Point: workloads.BeforeRelease, Client: "caught", Then: []Action{{Do: "heal"}}})}})},
-	})
+	}
+}
 
-	add(Scenario{
-		Name:   "server-clock-jump",
-		NotFor: notFor(zookeeper, "ZooKeeper's JVM is not run under libfaketime here; its session expiry reads a monotonic clock, which a jump of the wall clock does not move", etcd, "etcd is a Go program: it reads the clock through the vDSO, which libfaketime cannot move"),
+func serverClockJumpStory() Scenario {
+	return Scenario{
+		Name: "server-clock-jump",
+		NotFor: joined(notFor("ZooKeeper's JVM is not run under libfaketime here; its session expiry reads a monotonic clock, which a jump of the wall clock does not move", zookeeper),
+			notFor("etcd is a Go program: it reads the clock through the vDSO, which libfaketime cannot move", etcd)),
 		Story: "While a client holds the lock, the wall clock of its server (n1) jumps 10 TTLs forward; the holder, " +
 			"briefly paused inside its lease, then writes.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Topology: Topology{Clock: true},
-		Expect: expect(
-			[]string{"set-nx-px", "pg-lease"}, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
-				Why: "expiry follows the server's wall clock: the jump expires a live lease and the next holder takes it within the holder's deadline"},
-			"pg-advisory", verdict.Expectation{Outcome: verdict.Safe,
-				Why: "a session lock has no expiry: no clock is read"},
-			"memcached-add", verdict.Expectation{Outcome: verdict.Safe,
-				Why: "memcached ticks its item clock from a monotonic clock, which a jump of the wall clock does not move"},
-		),
+		Rules: []Rule{
+			expect(connection, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "a session lock has no expiry: no clock is read"}),
+			expect(clock(locks.ServerMonotonic), verdict.Expectation{Outcome: verdict.Safe,
+				Why: "memcached ticks its item clock from a monotonic clock, which a jump of the wall clock does not move"}),
+			leaveOut(not(oneNode), "told on the one server of a single-node lock; redlock-clock-jump tells a majority's node"),
+			standsFor(onRedis, "every Redis lock's keys expire by the one server's wall clock; redlock-clock-jump tells the multi-node ones", "set-nx-px"),
+			expect(and(clock(locks.ServerWall), oneNode, unfenced), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
+				Why: "expiry follows the server's wall clock: the jump expires a live lease and the next holder takes it within the holder's deadline"}),
+			expect(and(renewed, oneNode), verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "the key's time to live runs on the server's wall clock: the jump expires it at once, a waiter takes the lock while the holder works, and the watchdog finds nothing to renew; a watchdog promises no deadline, so there is no promise to see broken"}),
+			leaveOut(local, "the control keeps nothing on a server whose clock could move"),
+		},
 		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n1"}},
 		Plan:     Plan{holderInLease(Action{Do: "bump-clock", Node: "n1", By: TTLs(10)})},
-	})
+	}
 }
 
 // holderInLease is the step of a fault done to a holder's service

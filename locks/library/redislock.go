@@ -15,6 +15,7 @@ import (
 func redislockLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "redislock",
+		Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall},
 		Library: "github.com/bsm/redislock",
 		Summary: "bsm/redislock: Obtain with a linear-backoff retry, Release; SET NX PX and Lua compare-and-delete",
 		Claims:  locks.LeaseClaims,
@@ -22,6 +23,7 @@ func redislockLocks(register func(locks.Info)) {
 	})
 	register(locks.Info{
 		Name:    "redislock-refresh",
+		Traits:  locks.Traits{Ends: locks.Renewed, Release: locks.OwnerChecked, Clock: locks.ServerWall},
 		Library: "github.com/bsm/redislock",
 		Summary: "bsm/redislock with the holder calling Refresh every TTL/3, as its README extends a lock: " +
 			"a watchdog that users write themselves",

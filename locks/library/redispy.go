@@ -21,6 +21,7 @@ const python = "/usr/bin/python3"
 func redisPyLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "redis-py",
+		Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall},
 		Library: "redis-py (Debian's python3-redis)",
 		Summary: "redis-py's Lock (Debian's python3-redis): SET NX PX, a Lua compare-and-delete; " +
 			"each client a Python worker process",

@@ -15,6 +15,7 @@ import (
 func redsyncLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "redsync",
+		Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall, Retracts: true},
 		Library: "github.com/go-redsync/redsync/v4",
 		Summary: "go-redsync/redsync v4 on one node through its go-redis v9 pool: SET NX PX, Lua compare-and-delete, its own validity time",
 		Claims:  locks.LeaseClaims,
@@ -22,6 +23,7 @@ func redsyncLocks(register func(locks.Info)) {
 	})
 	register(locks.Info{
 		Name:        "redsync-redlock",
+		Traits:      locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall, Validity: true, Retracts: true},
 		Library:     "github.com/go-redsync/redsync/v4",
 		Summary:     "go-redsync/redsync v4 over five independent nodes: RedLock as that library implements it (quorum 3, drift 1%), its per-node timeout the harness's RedLock bound",
 		Nodes:       5,

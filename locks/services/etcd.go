@@ -27,7 +27,8 @@ func etcdLocks(register func(locks.Info)) {
 			name, summary = "etcd-fenced", "etcd: the same, with the lock key's create revision as its fencing token"
 		}
 		register(locks.Info{
-			Name: name, Summary: summary, Server: "etcd", Nodes: 3, Fenced: fenced,
+			Name: name, Summary: summary, Server: "etcd",
+			Traits: locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true}, Nodes: 3, Fenced: fenced,
 			// etcd counts a lease's TTL in whole seconds.
 			MinTTL: time.Second,
 			Claims: claims,

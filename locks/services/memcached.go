@@ -13,7 +13,8 @@ import (
 
 func memcachedLocks(register func(locks.Info)) {
 	register(locks.Info{
-		Name: "memcached-add",
+		Name:   "memcached-add",
+		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerMonotonic},
 		Summary: "memcached: add key token exptime; release by gets then cas with a past expiry (a CAS-checked delete); " +
 			"github.com/bradfitz/gomemcache",
 		Server: "memcached",

@@ -17,6 +17,7 @@ import (
 func pgLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "pg-advisory",
+		Traits:  locks.Traits{Ends: locks.Connection, Release: locks.OwnerChecked},
 		Summary: "PostgreSQL: pg_try_advisory_lock on the client's session, pg_advisory_unlock to release; held while the session lives; github.com/jackc/pgx/v5",
 		Server:  "postgres",
 		// Held while the session lives, and nothing expires: a paused or
@@ -29,7 +30,8 @@ func pgLocks(register func(locks.Info)) {
 		New:    func(c locks.Config) locks.Lock { return &pgAdvisory{pgConn: pgConn{cfg: c}} },
 	})
 	register(locks.Info{
-		Name: "pg-lease",
+		Name:   "pg-lease",
+		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall},
 		Summary: "PostgreSQL: a lock table's row (name, owner, expires_at) taken by INSERT … ON CONFLICT DO UPDATE … WHERE expired, " +
 			"expiry on the server's clock; DELETE by owner to release; github.com/jackc/pgx/v5",
 		Server: "postgres",

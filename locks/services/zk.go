@@ -64,6 +64,7 @@ const zkMinTTL = time.Second
 func zkLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "zk",
+		Traits:  locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true},
 		Summary: "ZooKeeper lock recipe (Curator's InterProcessMutex): lowest ephemeral sequential node holds while its session lives",
 		Nodes:   3,
 		Server:  "zookeeper",
@@ -73,6 +74,7 @@ func zkLocks(register func(locks.Info)) {
 	})
 	register(locks.Info{
 		Name:    "zk-fenced",
+		Traits:  locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true},
 		Summary: "ZooKeeper lock recipe with the lock node's creation zxid as fencing token",
 		Nodes:   3,
 		Server:  "zookeeper",

@@ -1,0 +1,88 @@
+package scenario
+
+import (
+	"strings"
+
+	"github.com/locktorture/locktorture/locks"
+)
+
+// The matches the stories' rules are written with: each picks locks by a
+// trait (locks.Traits) or by what locks.Info says of them.
+var (
+	anyLock = is("every lock", func(locks.Info) bool { return true })
+	// nothingLocked is the control whose acquires all succeed.
+	nothingLocked = is("the control that locks nothing", func(i locks.Info) bool { return i.Traits.LocksNothing })
+	// local is a lock in the clients' own process (the mutex control).
+	local = is("a lock in the clients' own process", func(i locks.Info) bool { return i.Traits.Local })
+	// onRedis is a lock whose state lives on Redis nodes.
+	onRedis = is("on Redis", func(i locks.Info) bool { return i.ServerKind() == locks.ServerRedis && !i.Traits.Local })
+	// oneNode is a lock on one node of its server.
+	oneNode = is("on one node", func(i locks.Info) bool { return i.Nodes == 1 })
+	// majority is a lease on several independent Redis nodes, held on a
+	// majority of them (RedLock).
+	majority = is("a lease on a majority of independent Redis nodes", func(i locks.Info) bool {
+		return i.ServerKind() == locks.ServerRedis && i.Nodes > 1 && i.Traits.Ends == locks.Expires
+	})
+	expires    = ends(locks.Expires)
+	renewed    = ends(locks.Renewed)
+	session    = ends(locks.Session)
+	connection = ends(locks.Connection)
+	ownerBlind = is("released by a delete that checks no owner", func(i locks.Info) bool { return i.Traits.Release == locks.OwnerBlind })
+	fenced     = is("fenced", func(i locks.Info) bool { return i.Fenced })
+	unfenced   = not(fenced)
+	quorum     = is("kept on a quorum of an ensemble", func(i locks.Info) bool { return i.Traits.Quorum })
+	// installed is a lock people install (locks/library), not one of this
+	// repository's own.
+	installed = is("an installed library", func(i locks.Info) bool { return i.Library != "" })
+	// worker is a lock whose clients run as worker processes.
+	worker         = is("run as worker processes", func(i locks.Info) bool { return i.Program != nil })
+	queued         = is("queued", func(i locks.Info) bool { return i.Queued })
+	expirySeparate = is("its expiry set by a command of its own", func(i locks.Info) bool { return i.Traits.ExpirySeparate })
+	validity       = is("checking its validity after acquiring", func(i locks.Info) bool { return i.Traits.Validity })
+	tellsLoss      = is("telling its holder of a lost lease", func(i locks.Info) bool { return i.Traits.TellsLoss })
+	detached       = is("acquiring apart from its caller", func(i locks.Info) bool { return i.Traits.Detached })
+	retracts       = is("deleting its key after a failed try", func(i locks.Info) bool { return i.Traits.Retracts })
+	waits          = is("waiting for its replicas (WAIT)", func(i locks.Info) bool { return i.Traits.Waits })
+	otherKeys      = is("naming keys beside its own", func(i locks.Info) bool { return i.Traits.OtherKeys })
+	notified       = is("waking its waiters by a published release", func(i locks.Info) bool { return i.Traits.Notified })
+)
+
+// ends picks the locks whose hold ends as e says.
+func ends(e locks.Ending) Match {
+	return is("ending by "+string(e), func(i locks.Info) bool { return i.Traits.Ends == e })
+}
+
+// clock picks the locks whose leases end by c.
+func clock(c locks.ExpiryClock) Match {
+	return is("ending on the "+string(c)+" clock", func(i locks.Info) bool { return i.Traits.Clock == c })
+}
+
+// kind picks the locks on server kind k.
+func kind(k string) Match {
+	return is("on "+k, func(i locks.Info) bool { return i.ServerKind() == k })
+}
+
+// standsFor leaves out, with why, the locks m picks other than those
+// named, which the story judges in their place: this repository's own
+// variants, each judged where its variation matters. An installed library
+// is never stood for: it is what people run.
+func standsFor(m Match, why string, names ...string) Rule {
+	stand := make([]Match, len(names))
+	for i, n := range names {
+		stand[i] = lock(n)
+	}
+	verb := " stand for them: "
+	if len(names) == 1 {
+		verb = " stands for them: "
+	}
+	return leaveOut(and(m, not(or(stand...)), not(installed)), strings.Join(names, ", ")+verb+why)
+}
+
+// The variants of this repository's locks whose variation only some
+// stories touch: elsewhere the lock they vary stands for them.
+var (
+	controlOut          = leaveOut(nothingLocked, "the control that locks nothing shows two holders with no fault at all (baseline); a fault adds nothing to see")
+	detachedAsReentrant = leaveOut(detached, "its acquire differs from reentrant's only when its caller gives up as the lock is taken (interrupted-acquire); anywhere else it is reentrant, judged here")
+	lossAsReentrant     = leaveOut(tellsLoss, "it differs from reentrant only in telling its holder of a failed renewal, which this story gives no live holder the time to act on; delayed-write, isolated-holder and watchdog-stall judge it")
+	waitsAsSetNXPX      = leaveOut(waits, "with no replica it sends no WAIT and is set-nx-px, judged here; wait-replica-restart and misconf judge it")
+)
