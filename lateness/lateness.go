@@ -53,7 +53,7 @@ type Sample struct {
 	What string `json:"what,omitempty"`
 }
 
-// Options configures a Probe. Zero values take the defaults.
+// Options configures a Meter. Zero values take the defaults.
 type Options struct {
 	// Now is the run's clock (history.Recorder.Now), so samples line up
 	// with the history.
@@ -88,8 +88,8 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Probe samples the harness's timers and a node's replies until stopped.
-type Probe struct {
+// Meter samples the harness's timers and a node's replies until stopped.
+type Meter struct {
 	o      Options
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -101,72 +101,72 @@ type Probe struct {
 }
 
 // Start starts sampling; Stop ends it.
-func Start(o Options) *Probe {
+func Start(o Options) *Meter {
 	o = o.withDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Probe{o: o, cancel: cancel, open: map[Kind]*Sample{}}
-	p.wg.Add(1)
-	go p.timers(ctx)
+	m := &Meter{o: o, cancel: cancel, open: map[Kind]*Sample{}}
+	m.wg.Add(1)
+	go m.timers(ctx)
 	if o.Ping != nil {
-		p.wg.Add(1)
-		go p.replies(ctx)
+		m.wg.Add(1)
+		go m.replies(ctx)
 	}
-	return p
+	return m
 }
 
 // Stop ends sampling and returns the samples, window by window; called
 // again, it returns the same samples.
-func (p *Probe) Stop() []Sample {
-	p.cancel()
-	p.wg.Wait()
-	p.mu.Lock()
-	defer p.mu.Unlock()
+func (m *Meter) Stop() []Sample {
+	m.cancel()
+	m.wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	for _, k := range []Kind{Timer, Reply} {
-		if s := p.open[k]; s != nil {
-			p.samples = append(p.samples, *s)
+		if s := m.open[k]; s != nil {
+			m.samples = append(m.samples, *s)
 		}
 	}
-	p.open = map[Kind]*Sample{}
-	return p.samples
+	m.open = map[Kind]*Sample{}
+	return m.samples
 }
 
 // note keeps late in the window that at falls in.
-func (p *Probe) note(k Kind, at, late int64) {
-	w := int64(p.o.Window)
+func (m *Meter) note(k Kind, at, late int64) {
+	w := int64(m.o.Window)
 	start := at - at%w
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	s := p.open[k]
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.open[k]
 	if s != nil && s.At != start {
-		p.samples = append(p.samples, *s)
+		m.samples = append(m.samples, *s)
 		s = nil
 	}
 	if s == nil {
 		s = &Sample{At: start, Kind: k}
-		p.open[k] = s
+		m.open[k] = s
 	}
 	s.Late = max(s.Late, late)
 }
 
-func (p *Probe) timers(ctx context.Context) {
-	defer p.wg.Done()
-	t := time.NewTimer(p.o.Tick)
+func (m *Meter) timers(ctx context.Context) {
+	defer m.wg.Done()
+	t := time.NewTimer(m.o.Tick)
 	defer t.Stop()
 	for {
-		from := p.o.Now()
-		t.Reset(p.o.Tick)
+		from := m.o.Now()
+		t.Reset(m.o.Tick)
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		p.note(Timer, from, max(0, p.o.Now()-from-int64(p.o.Tick)))
+		m.note(Timer, from, max(0, m.o.Now()-from-int64(m.o.Tick)))
 	}
 }
 
-func (p *Probe) replies(ctx context.Context) {
-	defer p.wg.Done()
-	t := time.NewTicker(p.o.PingEvery)
+func (m *Meter) replies(ctx context.Context) {
+	defer m.wg.Done()
+	t := time.NewTicker(m.o.PingEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -174,11 +174,11 @@ func (p *Probe) replies(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		from := p.o.Now()
+		from := m.o.Now()
 		// A ping cut short by Stop measured nothing.
-		if err := p.o.Ping(ctx); err != nil && ctx.Err() != nil {
+		if err := m.o.Ping(ctx); err != nil && ctx.Err() != nil {
 			return
 		}
-		p.note(Reply, from, p.o.Now()-from)
+		m.note(Reply, from, m.o.Now()-from)
 	}
 }
