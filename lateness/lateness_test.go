@@ -10,7 +10,7 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
-func TestProbeSeesASlowReply(t *testing.T) {
+func TestMeterSeesASlowReply(t *testing.T) {
 	const slow = 30 * time.Millisecond
 	p := Start(Options{Ping: func(ctx context.Context) error {
 		select {
