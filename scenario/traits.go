@@ -49,7 +49,14 @@ var (
 
 // ends picks the locks whose hold ends as e says.
 func ends(e locks.Ending) Match {
-	return is("ending by "+string(e), func(i locks.Info) bool { return i.Traits.Ends == e })
+	says := map[locks.Ending]string{
+		locks.Expires:    "a lease that expires",
+		locks.Renewed:    "a lease a watchdog renews",
+		locks.Session:    "a session's lock",
+		locks.Connection: "a connection's lock",
+		locks.Never:      "a lock only a release ends",
+	}[e]
+	return is(says, func(i locks.Info) bool { return i.Traits.Ends == e })
 }
 
 // clock picks the locks whose leases end by c.

@@ -2,6 +2,7 @@ package docgen
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 
 	"github.com/locktorture/locktorture/locks"
@@ -28,16 +29,11 @@ func lockTable() (string, error) {
 	return b.String(), nil
 }
 
-// lockColumns are the columns lockRow fills, in order.
-//
-// TODO traits: locks.Info is getting a Traits field (how a hold ends,
-// owner-checked release, renewal, fencing and its token, worker
-// language); its columns go here and in lockRow, beside or instead of
-// fenced and reentrant.
-var lockColumns = []string{"lock", "server", "nodes", "library", "fenced", "reentrant", "claims", "notes", "summary"}
+// lockColumns are the columns lockRow fills, in order: the traits the
+// stories judge by (locks.Traits) beside what else Info says.
+var lockColumns = []string{"lock", "server", "nodes", "ends", "release", "clock", "traits", "library", "fenced", "reentrant", "claims", "notes", "summary"}
 
-// lockRow is one lock's cells, in lockColumns' order. Trait columns go
-// here (see lockColumns).
+// lockRow is one lock's cells, in lockColumns' order.
 func lockRow(info locks.Info) []string {
 	name := code(info.Name)
 	if info.Broken {
@@ -51,6 +47,10 @@ func lockRow(info locks.Info) []string {
 		name,
 		info.ServerKind(),
 		fmt.Sprint(info.Nodes),
+		string(info.Traits.Ends),
+		string(info.Traits.Release),
+		string(info.Traits.Clock),
+		strings.Join(traitWords(info.Traits), ", "),
 		library,
 		yes(info.Fenced),
 		yes(info.Reentrant),
@@ -76,4 +76,18 @@ func lockNotes(info locks.Info) []string {
 		notes = append(notes, "shortest lease "+info.MinTTL.String())
 	}
 	return notes
+}
+
+// traitWords are the names (as results.json spells them) of the yes-or-no
+// traits the lock has.
+func traitWords(t locks.Traits) []string {
+	var out []string
+	v := reflect.ValueOf(t)
+	for i := range v.NumField() {
+		if f := v.Field(i); f.Kind() == reflect.Bool && f.Bool() {
+			name, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("json"), ",")
+			out = append(out, name)
+		}
+	}
+	return out
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
 )
@@ -155,34 +156,50 @@ func topology(t scenario.Topology) []string {
 	return out
 }
 
-// expectations is a story's table of what each lock must show, locks
-// with the same expectation and the same why on one row.
-//
-// TODO traits: expectations are becoming rules over lock traits with
-// per-lock overrides; this table then shows each rule and each override
-// (and which one gave each lock its expectation).
+// expectations is a story's table of what each registered lock must
+// show, and which rule (picking locks by their traits) said so, then the
+// locks it leaves out and why (beside its NotFor lines); locks the same
+// rule decided alike share a row.
 func expectations(s scenario.Scenario) string {
 	type group struct {
 		locks []string
-		want  verdict.Expectation
+		j     scenario.Judgement
 	}
-	var groups []*group
-	byKey := map[[2]string]*group{}
-	for _, l := range s.Locks() {
-		e := s.Expect[l]
-		key := [2]string{e.String(), e.Why}
+	var judged, left []*group
+	byKey := map[[3]string]*group{}
+	for _, name := range locks.Names() {
+		info, _ := locks.Lookup(name)
+		j := s.Judge(info)
+		if j.Unjudged() || s.NotFor[info.ServerKind()] != "" {
+			continue
+		}
+		key := [3]string{j.By, j.Skipped}
+		if j.Expect != nil {
+			key[2] = j.Expect.String() + j.Expect.Why
+		}
 		g, ok := byKey[key]
 		if !ok {
-			g = &group{want: e}
+			g = &group{j: j}
 			byKey[key] = g
-			groups = append(groups, g)
+			if j.Expect != nil {
+				judged = append(judged, g)
+			} else {
+				left = append(left, g)
+			}
 		}
-		g.locks = append(g.locks, l)
+		g.locks = append(g.locks, name)
 	}
 	var b strings.Builder
-	b.WriteString(headerRow("lock", "expected", "why"))
-	for _, g := range groups {
-		b.WriteString(row(codes(g.locks), expectationWords(g.want), g.want.Why))
+	b.WriteString(headerRow("lock", "expected", "rule", "why"))
+	for _, g := range judged {
+		b.WriteString(row(codes(g.locks), expectationWords(*g.j.Expect), g.j.By, g.j.Expect.Why))
+	}
+	if len(left) > 0 {
+		b.WriteString("\nLeft out:\n\n")
+		b.WriteString(headerRow("lock", "rule", "why"))
+		for _, g := range left {
+			b.WriteString(row(codes(g.locks), g.j.By, g.j.Skipped))
+		}
 	}
 	return b.String()
 }
