@@ -70,7 +70,7 @@ matrix:
 # reference locks and one installed library: six pairs, the fewest that
 # cover every kind of node fault, because from nothing make test has a
 # 10-minute budget. The Sentinel failover on containers is among the unit
-# tests; the whole matrix on containers is in the README.
+# tests; the whole matrix on containers is in docs/backends-and-workers.md.
 docker-matrix:
 	@if docker info >/dev/null 2>&1; then \
 		go run ./cmd/run -backend docker -scenario paused-holder,failover -lock set-nx-px,redsync -out results/docker && \

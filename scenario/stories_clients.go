@@ -202,7 +202,7 @@ func fairOrderStory() Scenario {
 		HoldTTLs: 0.1,
 		// A waiter timeout far beyond the run: the FairLock's waiter
 		// deadlines drift toward now by one hold per grant, and one that
-		// reached now would drop a live waiter (see the README's Findings);
+		// reached now would drop a live waiter (see docs/stories.md, Findings);
 		// this story is about order, dead-waiter about the timeout.
 		WaiterTimeoutTTLs: 40,
 		Rules: []Rule{

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Gets this machine ready for make run and make test. What the harness runs
 # against comes from cmd/setup, the command a user's CI runs too (see
-# README, "Testing your own lock in CI"): redis-server, redis-sentinel,
+# docs/your-lock.md, "In CI"): redis-server, redis-sentinel,
 # redis-tools and libfaketime from Debian's packages, and the
 # libc-allocator redis-server that libfaketime needs, built once from
 # Debian's redis source and cached. This script adds what only this

@@ -19,7 +19,7 @@ import (
 )
 
 // runs is how often each mutant meets its story: once in `make test`;
-// LOCKTORTURE_MUTANT_RUNS=10 for the 10-of-10 proof the README reports.
+// LOCKTORTURE_MUTANT_RUNS=10 for the 10-of-10 proof docs/locks.md reports.
 func runs(t *testing.T) int {
 	n := 1
 	if s := os.Getenv("LOCKTORTURE_MUTANT_RUNS"); s != "" {
