@@ -147,24 +147,60 @@ func (p Plan) Alone() bool {
 // Resolve checks the options against the catalogue and fills in defaults.
 // Every error is a *UsageError naming the valid choices.
 func Resolve(o Options) (Plan, error) {
-	s, err := scenario.Lookup(o.Scenario)
-	if o.Story != nil {
-		if _, err := scenario.Lookup(o.Story.Name); err == nil && o.Story.Plan == nil {
-			return Plan{}, usagef("story %q: a built-in scenario has that name", o.Story.Name)
-		}
-		if o.Story.Name == "" || o.Story.Schedule == nil && o.Story.Plan == nil {
-			return Plan{}, usagef("a story of your own needs a Name, and a Plan or a Schedule")
-		}
-		s, err = o.Story.WithDefaults(), nil
-		o.Scenario = s.Name
-	}
+	s, err := lookupScenario(o)
 	if err != nil {
-		return Plan{}, &UsageError{msg: err.Error()}
+		return Plan{}, err
+	}
+	if o.Story != nil {
+		o.Scenario = s.Name
 	}
 	info, err := o.lockInfo()
 	if err != nil {
 		return Plan{}, &UsageError{msg: err.Error()}
 	}
+	o = o.withWorkers(info)
+	expected, ok := o.expectation(s)
+	if !ok {
+		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
+	}
+	if o.Params, err = resolveParams(s, o.Params); err != nil {
+		return Plan{}, err
+	}
+	info = toldOn(s, info, o.Params)
+	o = o.withDefaults(s, info)
+	if !slices.Contains(cluster.Backends(), o.Backend) {
+		return Plan{}, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
+	}
+	for _, check := range []func(Options, scenario.Scenario, locks.Info) error{checkSizes, checkTopology, checkTold} {
+		if err := check(o, s, info); err != nil {
+			return Plan{}, err
+		}
+	}
+	return Plan{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
+}
+
+// lookupScenario is the story the options name: the catalogue's, or a
+// story of the user's own (Options.Story) with its defaults filled in.
+func lookupScenario(o Options) (scenario.Scenario, error) {
+	if o.Story != nil {
+		if _, err := scenario.Lookup(o.Story.Name); err == nil && o.Story.Plan == nil {
+			return scenario.Scenario{}, usagef("story %q: a built-in scenario has that name", o.Story.Name)
+		}
+		if o.Story.Name == "" || o.Story.Schedule == nil && o.Story.Plan == nil {
+			return scenario.Scenario{}, usagef("a story of your own needs a Name, and a Plan or a Schedule")
+		}
+		return o.Story.WithDefaults(), nil
+	}
+	s, err := scenario.Lookup(o.Scenario)
+	if err != nil {
+		return scenario.Scenario{}, &UsageError{msg: err.Error()}
+	}
+	return s, nil
+}
+
+// withWorkers is o with its clients run as worker processes when the lock
+// needs that.
+func (o Options) withWorkers(info locks.Info) Options {
 	if info.Program != nil {
 		// A lock outside this program exists only as worker processes.
 		o.ClientProcs = true
@@ -177,26 +213,33 @@ func Resolve(o Options) (Plan, error) {
 		// paused or killed whole, as a GC pause or a crash takes a client.
 		o.ClientProcs = true
 	}
-	expected, ok := o.expectation(s)
-	if !ok {
-		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
-	}
-	for name, v := range o.Params {
+	return o
+}
+
+// resolveParams checks the parameters the options set against the story's
+// and returns all of them, the others at their defaults.
+func resolveParams(s scenario.Scenario, set map[string]float64) (map[string]float64, error) {
+	for name, v := range set {
 		p, ok := s.Param(name)
 		switch {
 		case !ok:
-			return Plan{}, usagef("scenario %s has no parameter %q (it has: %s)", s.Name, name, paramNames(s))
+			return nil, usagef("scenario %s has no parameter %q (it has: %s)", s.Name, name, paramNames(s))
 		case !(v >= p.Min && v <= p.Max): // NaN too
-			return Plan{}, usagef("%s=%g: scenario %s is told with %s from %g to %g %s", name, v, s.Name, name, p.Min, p.Max, p.Unit)
+			return nil, usagef("%s=%g: scenario %s is told with %s from %g to %g %s", name, v, s.Name, name, p.Min, p.Max, p.Unit)
 		}
 	}
-	o.Params = s.ParamsOf(o.Params)
+	params := s.ParamsOf(set)
 	if _, ok := s.Param(scenario.NodesParam); ok {
-		if n := o.Params[scenario.NodesParam]; n != math.Trunc(n) || int(n)%2 == 0 {
-			return Plan{}, usagef("%s=%g: scenario %s splits an odd number of lock nodes around the middle one", scenario.NodesParam, n, s.Name)
+		if n := params[scenario.NodesParam]; n != math.Trunc(n) || int(n)%2 == 0 {
+			return nil, usagef("%s=%g: scenario %s splits an odd number of lock nodes around the middle one", scenario.NodesParam, n, s.Name)
 		}
 	}
-	info = toldOn(s, info, o.Params)
+	return params, nil
+}
+
+// withDefaults is o with what it leaves out taken from the story and the
+// lock (info, as the story runs it).
+func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 	if o.Clients == 0 {
 		o.Clients = s.Clients
 	}
@@ -212,55 +255,77 @@ func Resolve(o Options) (Plan, error) {
 	if o.Backend == "" {
 		o.Backend = cluster.Local
 	}
-	if !slices.Contains(cluster.Backends(), o.Backend) {
-		return Plan{}, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
-	}
+	return o
+}
+
+// checkSizes checks the run's client count, lease and time limit against
+// what the harness, the lock's server and the story allow.
+func checkSizes(o Options, s scenario.Scenario, info locks.Info) error {
 	switch {
 	case o.Clients < 2:
-		return Plan{}, usagef("-clients %d: a lock needs at least 2 clients to be contended", o.Clients)
+		return usagef("-clients %d: a lock needs at least 2 clients to be contended", o.Clients)
 	case o.Clients > 256:
-		return Plan{}, usagef("-clients %d: at most 256", o.Clients)
+		return usagef("-clients %d: at most 256", o.Clients)
 	case o.TTL < 100*time.Millisecond:
-		return Plan{}, usagef("-ttl %s: at least 100ms (loopback round trips and the scheduler need room)", o.TTL)
+		return usagef("-ttl %s: at least 100ms (loopback round trips and the scheduler need room)", o.TTL)
 	case o.TTL < info.MinTTL:
-		return Plan{}, usagef("-ttl %s: lock %s's server grants leases of at least %s", o.TTL, o.Lock, info.MinTTL)
+		return usagef("-ttl %s: lock %s's server grants leases of at least %s", o.TTL, o.Lock, info.MinTTL)
 	case o.TTL < s.MinTTL:
-		return Plan{}, usagef("-ttl %s: scenario %s is told with a lease of at least %s", o.TTL, s.Name, s.MinTTL)
+		return usagef("-ttl %s: scenario %s is told with a lease of at least %s", o.TTL, s.Name, s.MinTTL)
 	case o.TimeLimit <= 0:
-		return Plan{}, usagef("-time-limit %s: must be positive", o.TimeLimit)
+		return usagef("-time-limit %s: must be positive", o.TimeLimit)
 	case s.ExactClients > 0 && o.Clients != s.ExactClients:
-		return Plan{}, usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
+		return usagef("-clients %d: scenario %s is told with exactly %d clients", o.Clients, s.Name, s.ExactClients)
 	case s.NodesAt(o.Params) > 0 && info.Nodes != s.NodesAt(o.Params):
-		return Plan{}, usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.NodesAt(o.Params), o.Lock, info.Nodes)
-	case !slices.Contains(cluster.Kinds(), info.ServerKind()):
-		return Plan{}, usagef("lock %s runs against a %q server, which cluster does not start (it starts: %s)", o.Lock, info.Server, strings.Join(cluster.Kinds(), ", "))
-	case s.Topology.Sentinel && !s.Topology.Replicated:
-		return Plan{}, usagef("scenario %s asks for Sentinel, which watches a replicated master: set Topology.Replicated too", s.Name)
-	case s.Topology.Replicated && info.ServerKind() != locks.ServerRedis:
-		return Plan{}, usagef("scenario %s replicates a Redis master; lock %s runs against %s", s.Name, o.Lock, info.ServerKind())
-	case !kindPersists(info.ServerKind(), s.Topology.Persistence):
-		return Plan{}, usagef("scenario %s runs its nodes with persistence %s, which a %s node does not have", s.Name, s.Topology.Persistence, info.ServerKind())
-	case s.Topology.Replicated && info.Nodes != 1:
-		return Plan{}, usagef("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
-	case s.Topology.Cluster && (info.ServerKind() != locks.ServerRedis || info.Nodes != 1):
-		return Plan{}, usagef("scenario %s puts a single-node Redis lock in a Redis Cluster; lock %s uses %d %s node(s)", s.Name, o.Lock, info.Nodes, info.ServerKind())
-	case s.Topology.Cluster && o.Backend != cluster.Local:
-		return Plan{}, usagef("scenario %s runs a Redis Cluster, which the %s backend cannot start yet (its nodes announce loopback links): use -backend local", s.Name, o.Backend)
+		return usagef("scenario %s is told with %d lock nodes; lock %s uses %d", s.Name, s.NodesAt(o.Params), o.Lock, info.Nodes)
+	}
+	return nil
+}
+
+// checkTopology checks that cluster can start the servers the story is
+// told on for this lock, and that the clients can run where the options
+// put them (in the harness, or as worker processes).
+func checkTopology(o Options, s scenario.Scenario, info locks.Info) error {
+	t, kind := s.Topology, info.ServerKind()
+	switch {
+	case !slices.Contains(cluster.Kinds(), kind):
+		return usagef("lock %s runs against a %q server, which cluster does not start (it starts: %s)", o.Lock, info.Server, strings.Join(cluster.Kinds(), ", "))
+	case t.Sentinel && !t.Replicated:
+		return usagef("scenario %s asks for Sentinel, which watches a replicated master: set Topology.Replicated too", s.Name)
+	case t.Replicated && kind != locks.ServerRedis:
+		return usagef("scenario %s replicates a Redis master; lock %s runs against %s", s.Name, o.Lock, kind)
+	case !kindPersists(kind, t.Persistence):
+		return usagef("scenario %s runs its nodes with persistence %s, which a %s node does not have", s.Name, t.Persistence, kind)
+	case t.Replicated && info.Nodes != 1:
+		return usagef("scenario %s replicates a single master; lock %s uses %d nodes", s.Name, o.Lock, info.Nodes)
+	case t.Cluster && (kind != locks.ServerRedis || info.Nodes != 1):
+		return usagef("scenario %s puts a single-node Redis lock in a Redis Cluster; lock %s uses %d %s node(s)", s.Name, o.Lock, info.Nodes, kind)
+	case t.Cluster && o.Backend != cluster.Local:
+		return usagef("scenario %s runs a Redis Cluster, which the %s backend cannot start yet (its nodes announce loopback links): use -backend local", s.Name, o.Backend)
 	case o.ClientProcs && s.InProcess != "":
-		return Plan{}, usagef("scenario %s cannot run its clients as processes (-client-procs, or a lock with a Program): %s", s.Name, s.InProcess)
-	case o.ClientProcs && s.Topology.Cluster:
-		return Plan{}, usagef("scenario %s routes every command by hash slot with go-redis's cluster client inside the harness, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
+		return usagef("scenario %s cannot run its clients as processes (-client-procs, or a lock with a Program): %s", s.Name, s.InProcess)
+	case o.ClientProcs && t.Cluster:
+		return usagef("scenario %s routes every command by hash slot with go-redis's cluster client inside the harness, which a worker process (-client-procs, or a lock with a Program) cannot yet do", s.Name)
+	}
+	return nil
+}
+
+// checkTold checks what the story is told with: a boundary run's probe
+// (Options.Probe, the fault it plays), which only a probed story takes
+// and it must, and the time the story needs to play out.
+func checkTold(o Options, s scenario.Scenario, _ locks.Info) error {
+	switch {
 	case s.Probed && o.Probe == nil:
-		return Plan{}, usagef("scenario %s needs a probe: -probe \"pause|crash OP before|after COMMAND#N\" (package explore lists a lock's)", s.Name)
+		return usagef("scenario %s needs a probe: -probe \"pause|crash OP before|after COMMAND#N\" (package explore lists a lock's)", s.Name)
 	case o.Probe != nil && o.Probe.Check() != nil:
-		return Plan{}, usagef("-probe: %v", o.Probe.Check())
+		return usagef("-probe: %v", o.Probe.Check())
 	case !s.Probed && o.Probe != nil:
-		return Plan{}, usagef("-probe %s: scenario %s takes no probe (scenario boundary does)", o.Probe, s.Name)
+		return usagef("-probe %s: scenario %s takes no probe (scenario boundary does)", o.Probe, s.Name)
 	case o.TimeLimit < s.MinTimeLimit(o.TTL):
-		return Plan{}, usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
+		return usagef("-time-limit %s: scenario %s needs at least %s at -ttl %s for its story to play out",
 			o.TimeLimit, s.Name, s.MinTimeLimit(o.TTL), o.TTL)
 	}
-	return Plan{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
+	return nil
 }
 
 // toldOn is the lock as the story at params runs it: a lock of as many

@@ -48,88 +48,117 @@ type processes struct {
 
 // opener opens the processes of client, whose wall clock is clock.
 func (p *processes) opener(client int, clock *nemesis.ClientClock) func(process int) (workloads.Process, error) {
-	peer := p.env.Clients[client]
 	if p.workers {
 		return func(process int) (workloads.Process, error) { return p.startWorker(client, process, clock) }
 	}
-	return func(process int) (workloads.Process, error) {
-		var mine []redis.UniversalClient
-		closeMine := func() {
-			p.mu.Lock()
-			defer p.mu.Unlock()
-			for _, c := range mine {
-				c.Close()
-				delete(p.conns, c)
+	return func(process int) (workloads.Process, error) { return p.open(client, process, clock) }
+}
+
+// open opens process of client inside the harness: its lock on hooked
+// connections of its own, and its store. A process that fails to open
+// closes what it opened; one that opens hands its connections to close too.
+func (p *processes) open(client, process int, clock *nemesis.ClientClock) (workloads.Process, error) {
+	d := &dialer{p: p, client: client, process: process, peer: p.env.Clients[client]}
+	lockClients, addrs, err := d.dialLock()
+	if err != nil {
+		d.close()
+		return workloads.Process{}, err
+	}
+	store, err := d.dial(p.store.Name, p.storeOpts, false)
+	if err != nil {
+		d.close()
+		return workloads.Process{}, err
+	}
+	cfg := p.lock
+	cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = lockClients, addrs, clock, fmt.Sprintf("%s:%d", d.peer, process)
+	cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
+	lock, err := locks.Build(p.info, cfg)
+	if err != nil {
+		d.close()
+		return workloads.Process{}, err
+	}
+	p.mu.Lock()
+	if p.conns == nil {
+		p.conns = map[redis.UniversalClient]bool{}
+	}
+	for _, c := range d.mine {
+		p.conns[c] = true
+	}
+	p.mu.Unlock()
+	return workloads.Process{Lock: lock, Store: workloads.NewStore(store), Close: d.close}, nil
+}
+
+// dialer opens one in-harness process's connections, each through its
+// client's own links and with the gate's hook, and keeps them: the
+// process's Close closes them all.
+type dialer struct {
+	p               *processes
+	client, process int
+	peer            string
+	mine            []redis.UniversalClient
+}
+
+// dialLock opens what the process's lock works through. A Redis lock gets
+// hooked clients of the lock nodes, and in a Redis Cluster one client that
+// routes by slot; a lock of a server kind of its own gets the nodes' link
+// addresses too, to dial itself.
+func (d *dialer) dialLock() (lockClients []redis.UniversalClient, addrs []string, err error) {
+	env := d.p.env
+	if env.Cluster != nil {
+		c := env.Cluster.Client(d.peer, cluster.ClientOptions{})
+		env.Gate.HookCluster(c, d.client, d.process, true)
+		d.mine = append(d.mine, c)
+		return []redis.UniversalClient{c}, nil, nil
+	}
+	for _, name := range env.Nodes {
+		if d.p.info.ServerKind() != locks.ServerRedis {
+			l, err := d.p.cl.Node(name).Link(d.peer)
+			if err != nil {
+				return nil, nil, err
 			}
+			addrs = append(addrs, l.Addr())
 		}
-		dial := func(name string, co cluster.ClientOptions, traps bool) (*redis.Client, error) {
-			var c *redis.Client
-			switch {
-			case name == p.env.Nodes[0] && p.env.Sentinels != nil:
-				c = p.env.Sentinels.Client(peer, co)
-			case name == p.env.Nodes[0] && p.env.Primary != nil:
-				c = p.env.Primary.Client(peer, co)
-			default:
-				l, err := p.cl.Node(name).Link(peer)
-				if err != nil {
-					return nil, err
-				}
-				c = cluster.NewClient(l.Addr(), co)
-			}
-			c.AddHook(p.env.Gate.Hook(client, process, traps))
-			mine = append(mine, c)
-			return c, nil
-		}
-		// A lock of a server kind of its own dials the nodes' links itself;
-		// a Redis lock gets the hooked clients, and in a Redis Cluster one
-		// client that routes by slot.
-		var addrs []string
-		var lockClients []redis.UniversalClient
-		if p.env.Cluster != nil {
-			c := p.env.Cluster.Client(peer, cluster.ClientOptions{})
-			p.env.Gate.HookCluster(c, client, process, true)
-			mine = append(mine, c)
-			lockClients = append(lockClients, c)
-		} else {
-			for _, name := range p.env.Nodes {
-				if p.info.ServerKind() != locks.ServerRedis {
-					l, err := p.cl.Node(name).Link(peer)
-					if err != nil {
-						closeMine()
-						return workloads.Process{}, err
-					}
-					addrs = append(addrs, l.Addr())
-				}
-				c, err := dial(name, cluster.ClientOptions{}, true)
-				if err != nil {
-					closeMine()
-					return workloads.Process{}, err
-				}
-				lockClients = append(lockClients, c)
-			}
-		}
-		store, err := dial(p.store.Name, p.storeOpts, false)
+		c, err := d.dial(name, cluster.ClientOptions{}, true)
 		if err != nil {
-			closeMine()
-			return workloads.Process{}, err
+			return nil, nil, err
 		}
-		cfg := p.lock
-		cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = lockClients, addrs, clock, fmt.Sprintf("%s:%d", peer, process)
-		cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
-		lock, err := locks.Build(p.info, cfg)
+		lockClients = append(lockClients, c)
+	}
+	return lockClients, addrs, nil
+}
+
+// dial opens a hooked client of the named node (traps: with the gate's
+// command traps). The first lock node of a replicated topology is reached
+// as its master of the moment: through Sentinel, or the Primary moved by
+// hand.
+func (d *dialer) dial(name string, co cluster.ClientOptions, traps bool) (*redis.Client, error) {
+	env := d.p.env
+	var c *redis.Client
+	switch {
+	case name == env.Nodes[0] && env.Sentinels != nil:
+		c = env.Sentinels.Client(d.peer, co)
+	case name == env.Nodes[0] && env.Primary != nil:
+		c = env.Primary.Client(d.peer, co)
+	default:
+		l, err := d.p.cl.Node(name).Link(d.peer)
 		if err != nil {
-			closeMine()
-			return workloads.Process{}, err
+			return nil, err
 		}
-		p.mu.Lock()
-		if p.conns == nil {
-			p.conns = map[redis.UniversalClient]bool{}
-		}
-		for _, c := range mine {
-			p.conns[c] = true
-		}
-		p.mu.Unlock()
-		return workloads.Process{Lock: lock, Store: workloads.NewStore(store), Close: closeMine}, nil
+		c = cluster.NewClient(l.Addr(), co)
+	}
+	c.AddHook(env.Gate.Hook(d.client, d.process, traps))
+	d.mine = append(d.mine, c)
+	return c, nil
+}
+
+// close closes the process's connections and forgets them: a process
+// retired after an unknown outcome closes its own.
+func (d *dialer) close() {
+	d.p.mu.Lock()
+	defer d.p.mu.Unlock()
+	for _, c := range d.mine {
+		c.Close()
+		delete(d.p.conns, c)
 	}
 }
 

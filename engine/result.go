@@ -125,9 +125,9 @@ func (r *Result) Save() error {
 }
 
 // Rejudge judges a stored run again, with today's checkers, from its
-// history, its probe's samples and the case its built-in scenario and
-// registered lock give: a run judged twice with the same code gets the
-// same verdict. A run of a story or lock of a user's own cannot be
+// history, its lateness meter's samples (Lateness) and the case its
+// built-in scenario and registered lock give: a run judged twice with the
+// same code gets the same verdict. A run of a story or lock of a user's own cannot be
 // rejudged this way (their definitions are not stored).
 func Rejudge(r *Result) error {
 	s, err := scenario.Lookup(r.Scenario)
@@ -170,7 +170,8 @@ func Rejudge(r *Result) error {
 }
 
 // judgeCase is what a run of s with the lock info at ttl and params is
-// judged by; a boundary run's probe must have happened too.
+// judged by; a boundary run's probe (its fault, Options.Probe) must have
+// happened too.
 func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected verdict.Expectation, probe *scenario.Probe, params map[string]float64) verdict.Case {
 	c := verdict.Case{Expected: expected, Checkers: Checkers(s, info, ttl), Requires: s.Requires, Traffic: s.TrafficOf(params),
 		Limits: lateness.LimitsFor(ttl)}

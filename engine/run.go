@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/lateness"
@@ -23,204 +25,374 @@ import (
 // Run runs one (scenario, lock) pair. It streams the history to disk as it
 // goes; on every exit path (error, cancel, panic) it stops every process it
 // started. ctx cancellation returns the partial Result with ErrInterrupted.
-func Run(ctx context.Context, o Options) (res *Result, err error) {
+//
+// Each phase is a method of runner, in the order a run goes through them.
+func Run(ctx context.Context, o Options) (*Result, error) {
 	p, err := Resolve(o)
 	if err != nil {
 		return nil, err
 	}
-	o, s, info, expected := p.Options, p.Scenario, p.Lock, p.Expected
-	logf := func(format string, a ...any) {
-		if o.Log != nil {
-			fmt.Fprintf(o.Log, "%s/%s: "+format+"\n", append([]any{s.Name, o.Lock}, a...)...)
-		}
-	}
-	leave, err := machineRoom().enter(ctx, p.Alone(), logf)
-	if err != nil {
+	r := newRunner(p)
+	// What any phase started is stopped here, the latest first, however
+	// Run returns: an error, a cancel, a panic.
+	defer r.cleanup()
+	if err := r.enterRoom(ctx); err != nil {
 		return nil, err
 	}
-	defer leave()
+	// From here on a failed run returns what it recorded so far (nil only
+	// when its directory could not be made).
+	if err := r.createRecorder(); err != nil {
+		return r.res, err
+	}
+	if err := r.startTopology(ctx); err != nil {
+		return r.res, err
+	}
+	if err := r.prepareClients(); err != nil {
+		return r.res, err
+	}
+	if err := r.drawSchedule(); err != nil {
+		return r.res, err
+	}
+	clients, err := r.openClients()
+	if err != nil {
+		return r.res, err
+	}
+	werr, nerr := r.play(ctx, clients)
+	if err := r.tally(ctx, werr, nerr); err != nil {
+		return r.res, err
+	}
+	return r.res, r.judge()
+}
+
+// runner is one run as its phases build it up: each phase reads what the
+// phases before it left here, and hands what it starts to onExit.
+type runner struct {
+	o        Options
+	s        scenario.Scenario
+	info     locks.Info
+	expected verdict.Expectation
+	alone    bool // Plan.Alone
+
+	res   *Result
+	rec   *history.Recorder
+	cl    *cluster.Cluster
+	env   *scenario.Env
+	store *cluster.Node
+	// lag is the lateness meter's own client of the store (startStore).
+	lag   *redis.Client
+	procs *processes
+	wo    workloads.Options
+	sched nemesis.Schedule
+
+	// exits stop what the phases started, in the order they started it.
+	exits []func()
+}
+
+// newRunner is the run p resolves to, before its first phase.
+func newRunner(p Plan) *runner {
+	return &runner{o: p.Options, s: p.Scenario, info: p.Lock, expected: p.Expected, alone: p.Alone()}
+}
+
+// onExit has cleanup call stop.
+func (r *runner) onExit(stop func()) { r.exits = append(r.exits, stop) }
+
+// cleanup calls every stop handed to onExit, the latest first. Each is
+// deferred, as Run's own defers would be: one that panics does not keep
+// the others from running.
+func (r *runner) cleanup() {
+	for _, stop := range r.exits {
+		defer stop()
+	}
+}
+
+// logf writes one progress line, naming the pair, to Options.Log.
+func (r *runner) logf(format string, a ...any) {
+	if r.o.Log != nil {
+		fmt.Fprintf(r.o.Log, "%s/%s: "+format+"\n", append([]any{r.s.Name, r.o.Lock}, a...)...)
+	}
+}
+
+// enterRoom takes the run's seats in the machine's room (all of them for
+// a run alone) and gives them up when the run ends.
+func (r *runner) enterRoom(ctx context.Context) error {
+	leave, err := machineRoom().enter(ctx, r.alone, r.logf)
+	if err != nil {
+		return err
+	}
+	r.onExit(leave)
+	return nil
+}
+
+// createRecorder makes the run's directory and the Result, and starts the
+// history in it. The run's time starts here, once it has its seats.
+func (r *runner) createRecorder() error {
+	o, s := r.o, r.s
 	started := time.Now()
 	dir, err := RunDir(filepath.Join(o.Out, s.Name, o.Lock), started)
 	if err != nil {
-		return nil, fmt.Errorf("results dir: %w", err)
+		return fmt.Errorf("results dir: %w", err)
 	}
-	res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: expected, Seed: o.Seed,
+	r.res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: r.expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer rec.Close()
-	if res.Streamed = o.Stream || o.TimeLimit >= StreamAfter; res.Streamed {
+	r.rec = rec
+	r.onExit(func() { rec.Close() })
+	if r.res.Streamed = o.Stream || o.TimeLimit >= StreamAfter; r.res.Streamed {
 		rec.Forget()
 	}
+	return nil
+}
 
-	cl, err := cluster.New(cluster.Options{Backend: o.Backend, Server: o.Server, Logf: logf})
+// startTopology starts the story's servers (the lock nodes, as plain
+// nodes or a Redis Cluster, a replica and Sentinel if the story has them,
+// and the store) and writes what started to cluster.json. The cluster's
+// Close, on exit, stops every node it started, a failed start's included.
+func (r *runner) startTopology(ctx context.Context) error {
+	o := r.o
+	cl, err := cluster.New(cluster.Options{Backend: o.Backend, Server: o.Server, Logf: r.logf})
 	if err != nil {
-		return res, err
+		return err
 	}
-	defer cl.Close()
-	env := &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock", Probe: o.Probe, Params: o.Params}
+	r.cl = cl
+	r.onExit(func() { cl.Close() })
+	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock", Probe: o.Probe, Params: o.Params}
+	if err := r.startLockNodes(ctx); err != nil {
+		return err
+	}
+	if r.s.Topology.Replicated {
+		if err := r.startReplica(ctx); err != nil {
+			return err
+		}
+	}
+	if err := r.startStore(ctx); err != nil {
+		return err
+	}
+	r.res.Nodes = cl.Info()
+	return writeJSON(filepath.Join(r.res.Dir, "cluster.json"), r.res.Nodes)
+}
+
+// startLockNodes starts the lock's nodes, or a Redis Cluster for a story
+// told on one, and names them in the Env.
+func (r *runner) startLockNodes(ctx context.Context) error {
+	t, env := r.s.Topology, r.env
 	var lockNodes []cluster.NodeOptions
-	for i := 1; i <= info.Nodes && !s.Topology.Cluster; i++ {
+	for i := 1; i <= r.info.Nodes && !t.Cluster; i++ {
 		name := fmt.Sprintf("n%d", i)
-		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: info.Server, Clock: s.Topology.Clock, Persistence: s.Topology.Persistence,
-			Args: s.Topology.Args})
+		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: r.info.Server, Clock: t.Clock, Persistence: t.Persistence,
+			Args: t.Args})
 		env.Nodes = append(env.Nodes, name)
 	}
-	if _, err := cl.AddNodes(ctx, lockNodes); err != nil {
-		return res, err
+	if _, err := r.cl.AddNodes(ctx, lockNodes); err != nil {
+		return err
 	}
-	if s.Topology.Cluster {
-		if env.Cluster, err = cl.AddRedisCluster(ctx, cluster.RedisClusterOptions{}); err != nil {
-			return res, err
-		}
-		for _, n := range env.Cluster.Nodes() {
-			env.Nodes = append(env.Nodes, n.Name)
-		}
+	if !t.Cluster {
+		return nil
 	}
-	if s.Topology.Replicated {
-		env.Replica = cluster.ReplicaName(env.Nodes[0])
-		r, err := cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: s.Topology.Persistence})
-		if err != nil {
-			return res, err
-		}
-		master := cl.Node(env.Nodes[0])
-		if err := r.ReplicaOf(ctx, master); err != nil {
-			return res, err
-		}
-		if s.Topology.Sentinel {
-			// The sentinels are the cluster's nodes: its Close stops them
-			// on every exit path, a failed start's included.
-			if env.Sentinels, err = cl.AddSentinels(ctx, cluster.SentinelOptions{Master: master}); err != nil {
-				return res, err
-			}
-		} else {
-			env.Primary = cluster.NewPrimary(master)
-		}
+	var err error
+	if env.Cluster, err = r.cl.AddRedisCluster(ctx, cluster.RedisClusterOptions{}); err != nil {
+		return err
 	}
-	store, err := cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
-	if err != nil {
-		return res, err
+	for _, n := range env.Cluster.Nodes() {
+		env.Nodes = append(env.Nodes, n.Name)
 	}
-	// The lateness probe pings the store straight at its port: no fault
-	// touches that path, so a slow answer is the machine's, not a story's.
-	probeClient := cluster.NewClient(store.Addr(), cluster.ClientOptions{Timeout: 5 * time.Second, PoolSize: 1})
-	defer probeClient.Close()
-	res.Nodes = cl.Info()
-	if err := writeJSON(filepath.Join(dir, "cluster.json"), res.Nodes); err != nil {
-		return res, err
-	}
+	return nil
+}
 
+// startReplica starts a replica of the first lock node, and what follows
+// its master through a failover: Sentinel, or a Primary moved by hand.
+func (r *runner) startReplica(ctx context.Context) error {
+	env := r.env
+	env.Replica = cluster.ReplicaName(env.Nodes[0])
+	replica, err := r.cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: r.s.Topology.Persistence})
+	if err != nil {
+		return err
+	}
+	master := r.cl.Node(env.Nodes[0])
+	if err := replica.ReplicaOf(ctx, master); err != nil {
+		return err
+	}
+	if !r.s.Topology.Sentinel {
+		env.Primary = cluster.NewPrimary(master)
+		return nil
+	}
+	// The sentinels are the cluster's nodes: its Close stops them on every
+	// exit path, a failed start's included.
+	env.Sentinels, err = r.cl.AddSentinels(ctx, cluster.SentinelOptions{Master: master})
+	return err
+}
+
+// startStore starts the store, the node that holds the register the
+// clients' work writes, and the lateness meter's client of it.
+func (r *runner) startStore(ctx context.Context) error {
+	store, err := r.cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
+	if err != nil {
+		return err
+	}
+	r.store = store
+	// The lateness meter pings the store straight at its port: no fault
+	// touches that path, so a slow answer is the machine's, not a story's.
+	lag := cluster.NewClient(store.Addr(), cluster.ClientOptions{Timeout: 5 * time.Second, PoolSize: 1})
+	r.lag = lag
+	r.onExit(func() { lag.Close() })
+	return nil
+}
+
+// prepareClients names the clients in the Env, with their clocks, and
+// readies what opens their processes (processes, one OS process each
+// with ClientProcs), the gate whose hooks reach every process's commands,
+// and the nemesis. Nothing is opened yet: the schedule is drawn first.
+func (r *runner) prepareClients() error {
+	o, env := r.o, r.env
 	var workerLog io.Writer
 	if o.ClientProcs {
-		f, err := os.Create(filepath.Join(dir, "workers.log"))
+		f, err := os.Create(filepath.Join(r.res.Dir, "workers.log"))
 		if err != nil {
-			return res, err
+			return err
 		}
-		defer f.Close()
+		r.onExit(func() { f.Close() })
 		workerLog = f
 	}
-	procs := &processes{env: env, cl: cl, store: store, info: info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog,
-		lock: locks.Config{TTL: o.TTL, WaiterTimeout: s.WaiterTimeout(o.TTL)},
+	r.procs = &processes{env: env, cl: r.cl, store: r.store, info: r.info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog,
+		lock: locks.Config{TTL: o.TTL, WaiterTimeout: r.s.WaiterTimeout(o.TTL)},
 		// The store's timeout leaves room for the delays K2 puts on its links.
 		storeOpts: cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}}
-	defer procs.close()
-	env.Gate = nemesis.NewGate(rec)
-	env.Nemesis = nemesis.New(rec, cl)
-	wo := workloads.Options{Key: env.Key, Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
-		Hold: env.TTLs(s.HoldTTLs)}
+	r.onExit(r.procs.close)
+	env.Gate = nemesis.NewGate(r.rec)
+	env.Nemesis = nemesis.New(r.rec, r.cl)
+	r.wo = workloads.Options{Key: env.Key, Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
+		Hold: env.TTLs(r.s.HoldTTLs)}
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
 		env.Clients = append(env.Clients, peer)
 		clock := &nemesis.ClientClock{Name: peer}
 		env.Clocks = append(env.Clocks, clock)
-		wo.Clients = append(wo.Clients, workloads.Client{Open: procs.opener(i, clock), Clock: clock})
+		r.wo.Clients = append(r.wo.Clients, workloads.Client{Open: r.procs.opener(i, clock), Clock: clock})
 	}
-	sched, plan, err := s.Steps(env)
+	return nil
+}
+
+// drawSchedule compiles (or draws) the story's nemesis schedule against
+// the Env, and keeps a story told as data with the run.
+func (r *runner) drawSchedule() error {
+	sched, plan, err := r.s.Steps(r.env)
 	if err != nil {
-		return res, err
+		return err
 	}
-	res.Schedule = sched.String()
+	r.sched = sched
+	r.res.Schedule = sched.String()
 	// A story told as data that is not the catalogue's own (a file's), or
 	// whose plan was drawn for this run, is kept with the run: -check
 	// judges it by that story, and scenario.json replays the run's
 	// schedule (-scenario-file).
-	if plan != nil && (o.Story != nil || s.Draw != nil) {
-		told := s
+	if plan != nil && (r.o.Story != nil || r.s.Draw != nil) {
+		told := r.s
 		told.Plan, told.Draw = plan, nil
-		res.Told = &told
-		if err := told.Save(filepath.Join(dir, "scenario.json")); err != nil {
-			return res, err
+		r.res.Told = &told
+		if err := told.Save(filepath.Join(r.res.Dir, "scenario.json")); err != nil {
+			return err
 		}
 	}
-	logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", info.Nodes, o.Clients, o.TTL, o.TimeLimit)
+	r.logf("%d lock node(s) + store up, %d clients, ttl %s, running %s", r.info.Nodes, r.o.Clients, r.o.TTL, r.o.TimeLimit)
+	return nil
+}
 
-	// Every client is up before anything that times the story starts (the
-	// time limit, the probe, the schedule), so a slow start (a worker
-	// process per client) takes nothing from the story's time.
-	clients, err := workloads.Open(rec, wo)
+// openClients opens every client's first process. Every client is up
+// before anything that times the story starts (the time limit, the
+// lateness meter, the schedule), so a slow start (a worker process per
+// client) takes nothing from the story's time. A failed start returns
+// the Result with what was recorded by then.
+func (r *runner) openClients() (*workloads.Clients, error) {
+	clients, err := workloads.Open(r.rec, r.wo)
 	if err != nil {
-		res.Ops = rec.Ops()
-		res.Elapsed = time.Since(started).Round(time.Millisecond).String()
-		return res, errors.Join(err, env.Gate.Err())
+		r.res.Ops = r.rec.Ops()
+		r.res.Elapsed = time.Since(r.res.Started).Round(time.Millisecond).String()
+		return nil, errors.Join(err, r.env.Gate.Err())
 	}
+	return clients, nil
+}
+
+// play runs the clients and the schedule until the time limit (or ctx)
+// ends them, with the lock nodes watched and the lateness meter sampling
+// beside them, and then stops every process, so the history is complete.
+// It returns the clients' error and the schedule's.
+func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, nerr error) {
 	stop, cancelStop := context.WithCancel(ctx)
-	defer cancelStop()
-	res.Ready = rec.Now()
-	// What the lock nodes hold is read beside the clients, straight from
-	// each node's own port, until the clients stop.
-	var watched []*cluster.Node
-	for _, name := range env.Nodes {
-		watched = append(watched, cl.Node(name))
-	}
-	if env.Replica != "" {
-		watched = append(watched, cl.Node(env.Replica))
-	}
-	observer := observe.Start(observe.Options{Nodes: watched, Key: wo.Key, Rec: rec})
-	defer observer.Stop()
-	probe := lateness.Start(lateness.Options{Now: rec.Now,
-		Ping: func(ctx context.Context) error { return probeClient.Ping(ctx).Err() }})
+	r.onExit(cancelStop)
+	r.res.Ready = r.rec.Now()
+	observer := r.watchNodes()
+	r.onExit(observer.Stop)
+	meter := lateness.Start(lateness.Options{Now: r.rec.Now,
+		Ping: func(ctx context.Context) error { return r.lag.Ping(ctx).Err() }})
 	// The schedule's opening is in place before any client moves; a failed
 	// opening stops the clients before their first cycle.
 	nemErr := make(chan error, 1)
-	opening, rest := sched.Opening()
+	opening, rest := r.sched.Opening()
 	if err := opening.Run(stop); err != nil {
 		nemErr <- err
 		cancelStop()
 	} else {
 		// Sampling ends with the clients' work: their shutdown (closing
 		// connections, workers exiting) is no part of any verdict.
-		time.AfterFunc(o.TimeLimit, func() { probe.Stop(); cancelStop() })
+		time.AfterFunc(r.o.TimeLimit, func() { meter.Stop(); cancelStop() })
 		go func() { nemErr <- rest.Run(stop) }()
-		if o.Progress != nil {
-			go reportProgress(stop, o, rec)
+		if r.o.Progress != nil {
+			go reportProgress(stop, r.o, r.rec)
 		}
 	}
-	werr := clients.Run(stop, ctx)
+	werr = clients.Run(stop, ctx)
 	cancelStop()
 	observer.Stop()
-	res.Lateness = probe.Stop()
-	nerr := <-nemErr
-	procs.close()
-	cl.Close()
-	res.Ops = rec.Ops()
-	res.Commands = env.Gate.Profile()
-	res.Elapsed = time.Since(started).Round(time.Millisecond).String()
-	if err := errors.Join(werr, nerr, env.Gate.Err(), rec.Close()); err != nil {
-		return res, err
+	r.res.Lateness = meter.Stop()
+	nerr = <-nemErr
+	r.procs.close()
+	r.cl.Close()
+	return werr, nerr
+}
+
+// watchNodes starts reading what the lock nodes (and the replica) hold,
+// beside the clients, straight from each node's own port, until stopped.
+func (r *runner) watchNodes() *observe.Observer {
+	var watched []*cluster.Node
+	for _, name := range r.env.Nodes {
+		watched = append(watched, r.cl.Node(name))
+	}
+	if r.env.Replica != "" {
+		watched = append(watched, r.cl.Node(r.env.Replica))
+	}
+	return observe.Start(observe.Options{Nodes: watched, Key: r.wo.Key, Rec: r.rec})
+}
+
+// tally fills in the Result from the finished history and closes it; a
+// run that failed, or was cancelled (ErrInterrupted), ends here, with
+// what it recorded.
+func (r *runner) tally(ctx context.Context, werr, nerr error) error {
+	r.res.Ops = r.rec.Ops()
+	r.res.Commands = r.env.Gate.Profile()
+	r.res.Elapsed = time.Since(r.res.Started).Round(time.Millisecond).String()
+	if err := errors.Join(werr, nerr, r.env.Gate.Err(), r.rec.Close()); err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
-		return res, ErrInterrupted
+		return ErrInterrupted
 	}
-	res.Recorded, _ = rec.Summary()
-	logf("%d ops recorded; checking", res.Recorded)
-	c := judgeCase(s, info, o.TTL, expected, o.Probe, o.Params)
+	return nil
+}
+
+// judge judges the history by the pair's case: from memory, or, for a
+// streamed run, from its file.
+func (r *runner) judge() error {
+	res := r.res
+	res.Recorded, _ = r.rec.Summary()
+	r.logf("%d ops recorded; checking", res.Recorded)
+	c := judgeCase(r.s, r.info, r.o.TTL, r.expected, r.o.Probe, r.o.Params)
 	if res.Streamed {
-		return res, res.judgeFile(c)
+		return res.judgeFile(c)
 	}
 	res.Judgement = verdict.Judge(c, res.Ops, res.Ready, res.Lateness)
-	return res, nil
+	return nil
 }
 
 // RunDir makes a directory of its own under parent, named by its start
