@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -58,15 +59,46 @@ func randomCaseName(e *Env) string {
 }
 
 // canonicalPlan writes p as JSON with every action named by the name it
-// reads as, so a plan drawn before an action was renamed and one drawn
-// after compare equal when they are the same schedule.
+// goes by now: the golden file was drawn when pause-node and pause-client
+// were the names of node-pause and pause, and a plan is the same schedule
+// whichever of its names it uses.
 func canonicalPlan(t *testing.T, p Plan) []byte {
 	t.Helper()
+	p = slices.Clone(p)
+	for i := range p {
+		p[i].Action = canonicalAction(t, p[i].Action)
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// canonicalAction is a with its action, and those it holds, named as
+// they are now.
+func canonicalAction(t *testing.T, a Action) Action {
+	t.Helper()
+	k, ok := LookupAction(a.Do)
+	if !ok {
+		t.Fatalf("%q is no action", a.Do)
+	}
+	a.Do = k.Name
+	a.Then = canonicalActions(t, a.Then)
+	if a.Trap != nil {
+		tr := *a.Trap
+		tr.Then, tr.Wake = canonicalActions(t, tr.Then), canonicalActions(t, tr.Wake)
+		a.Trap = &tr
+	}
+	return a
+}
+
+func canonicalActions(t *testing.T, as []Action) []Action {
+	var out []Action
+	for _, a := range as {
+		out = append(out, canonicalAction(t, a))
+	}
+	return out
 }
 
 // A seed draws the schedule it drew when the golden file was written:
@@ -77,45 +109,10 @@ func canonicalPlan(t *testing.T, p Plan) []byte {
 func TestRandomPlansAreTheSeedsAsBefore(t *testing.T) {
 	cases := randomCases()
 	if *updateRandomGolden {
-		var b bytes.Buffer
-		for _, e := range cases {
-			p, err := randomPlan(e)
-			if err != nil {
-				t.Fatalf("%s: %v", randomCaseName(e), err)
-			}
-			line, err := json.Marshal(randomCase{Case: randomCaseName(e), Plan: canonicalPlan(t, p)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			b.Write(append(line, '\n'))
-		}
-		if err := os.WriteFile(filepath.FromSlash(randomGolden), b.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		writeRandomGolden(t, cases)
 		return
 	}
-	f, err := os.Open(filepath.FromSlash(randomGolden))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	want := map[string][]byte{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var c randomCase
-		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
-			t.Fatal(err)
-		}
-		var p Plan
-		if err := json.Unmarshal(c.Plan, &p); err != nil {
-			t.Fatalf("%s: %v", c.Case, err)
-		}
-		want[c.Case] = canonicalPlan(t, p)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
+	want := readRandomGolden(t)
 	if len(want) != len(cases) {
 		t.Fatalf("the golden file holds %d plans, the test draws %d", len(want), len(cases))
 	}
@@ -138,4 +135,51 @@ func TestRandomPlansAreTheSeedsAsBefore(t *testing.T) {
 	if steps < 5*len(cases) || len(drawn) < 7 {
 		t.Fatalf("%d steps in %d plans, of %d actions (%v): too few to pin the draws", steps, len(cases), len(drawn), drawn)
 	}
+}
+
+// writeRandomGolden writes the plans cases draw now as the golden file.
+func writeRandomGolden(t *testing.T, cases []*Env) {
+	var b bytes.Buffer
+	for _, e := range cases {
+		p, err := randomPlan(e)
+		if err != nil {
+			t.Fatalf("%s: %v", randomCaseName(e), err)
+		}
+		line, err := json.Marshal(randomCase{Case: randomCaseName(e), Plan: canonicalPlan(t, p)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(append(line, '\n'))
+	}
+	if err := os.WriteFile(filepath.FromSlash(randomGolden), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readRandomGolden is the golden file's plans by case, each as
+// canonicalPlan writes it.
+func readRandomGolden(t *testing.T) map[string][]byte {
+	f, err := os.Open(filepath.FromSlash(randomGolden))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string][]byte{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var c randomCase
+		if err := json.Unmarshal(sc.Bytes(), &c); err != nil {
+			t.Fatal(err)
+		}
+		var p Plan
+		if err := json.Unmarshal(c.Plan, &p); err != nil {
+			t.Fatalf("%s: %v", c.Case, err)
+		}
+		out[c.Case] = canonicalPlan(t, p)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
