@@ -3,7 +3,19 @@
 // is in a lock's fault model, what op ends it, how it is drawn and what a
 // person calls it. The nemesis records these ops; reports, the judge of a
 // lock's claims and stories' evidence read them; all of them spell an op
-// through this table, so a new fault is added in one place.
+// through this table, so what an op means is said here alone.
+//
+// Adding a fault kind touches three places: its ops (and its Kind, if it
+// is a new kind) and their rows here; the nemesis code that carries it
+// out and records them (package nemesis, and package cluster where the
+// servers must do something new: cluster.Server); and its entry in
+// package scenario, in the faults_*.go of its family, which names the ops
+// and holds the plan action that does the fault (named as its op), its
+// help, its undo, and what random exploration draws of it or why it draws
+// none. Package scenario's tests fail while an op here that carries out a
+// fault has no action, or a kind is neither drawn nor said why not. A
+// lock that claims to survive the kind names it in its claims
+// (locks.Info.Claims).
 package fault
 
 import (
@@ -182,7 +194,8 @@ type Spec struct {
 	AlsoEnds []Op
 }
 
-// table is the vocabulary, in the order Ops lists it.
+// table is the vocabulary, in the order Ops lists it. The plan action
+// that records each op is in package scenario (ActionKind.Ops).
 var table = []Spec{
 	{Op: PartitionStart, Label: "partition", Kind: Partition, Shape: Interval, End: PartitionEnd},
 	{Op: PartitionEnd, Label: "heal", Shape: End, AlsoEnds: []Op{LatencyStart}},

@@ -28,8 +28,10 @@ type Span struct {
 
 // Random draws a random schedule's timing from n kinds of fault: quiet,
 // fault, quiet, fault, ..., and when the final heal comes, which undoes
-// everything. The spans depend on the seed alone; what each fault does to
-// whom is the caller's to draw (package scenario writes it as a plan).
+// everything. The spans depend on n and o alone: a seed gives the same
+// spans only with the same n, so a caller that draws from one more fault
+// gives every seed another schedule. What each fault does to whom is the
+// caller's to draw (package scenario writes it as a plan).
 func Random(n int, o RandomOptions) (spans []Span, healAt time.Duration, err error) {
 	if n == 0 {
 		return nil, 0, fmt.Errorf("nemesis: a random schedule needs at least one fault")

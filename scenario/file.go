@@ -395,6 +395,3 @@ func checkNum(path string, n Num, params map[string]bool, neg bool) error {
 	}
 	return nil
 }
-
-// ActionNames lists the actions a plan can take, sorted.
-func ActionNames() []string { return slices.Sorted(maps.Keys(actions)) }

@@ -20,7 +20,8 @@ import (
 // at a time told in TTLs. A plan prints (-print-scenario), is read back
 // from a scenario file, and compiles to the nemesis.Schedule a run
 // carries out (Plan.Schedule), so a built-in story and its file are one
-// schedule. Every action it can take is in the table of actions.go.
+// schedule. Every action it can take is an entry of a faults_*.go file,
+// one per family of faults (actions.go lists them).
 type Plan []Step
 
 // Step is one line of a plan: an action taken At TTLs after the run starts.
@@ -35,13 +36,13 @@ type Step struct {
 	Action
 }
 
-// Action is one thing the nemesis does. Do names it (actions.go lists
-// them); the other fields are its arguments, each read only by the
-// actions that say so.
+// Action is one thing the nemesis does. Do names it, by the name it goes
+// by or an old one (ActionKind.Aliases; -list shows them); the other
+// fields are its arguments, each read only by the actions that say so.
 type Action struct {
 	Do string `json:"do"`
 	// Node is the node acted on: a lock node's name (n1), "store", or
-	// one named by its role (see nodeRoles).
+	// one named by its role (see NodeRoles).
 	Node string `json:"node,omitempty"`
 	// Client is the client acted on: its index, or, inside a trap's then
 	// and wake, "caught" (the client the trap caught) or "other" (the

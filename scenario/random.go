@@ -1,12 +1,12 @@
 package scenario
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"time"
 
-	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
 )
@@ -29,10 +29,8 @@ func randomStory(add func(Scenario)) {
 	})
 }
 
-// randomFault is one kind of fault a random schedule draws: what it does
-// (drawing its target from pick as it is drawn: a node to isolate, pause
-// or kill, a client to pause or to slow, a command boundary to trap), and
-// whether it is undone at its span's end.
+// randomFault is one fault a random schedule of a run draws from: a
+// draw of an action's entry, bound to the run.
 type randomFault struct {
 	draw func(pick *rand.Rand) Action
 	// lasts says the action is undone at the span's end (Step.Until);
@@ -67,57 +65,36 @@ func randomPlan(e *Env) (Plan, error) {
 	return append(p, Step{At: ttls(healAt), Action: Action{Do: "heal-all"}}), nil
 }
 
-// randomFaults are the faults a random schedule of e's topology draws
-// from. A slice, not a map: its order is part of every seed's schedule.
+// randomFaults are the faults a random schedule of e's run draws from:
+// every action's draws (its entry's, in faults_*.go) that e allows, in
+// the order of their ranks. The order and the length are part of every
+// seed's schedule: nemesis.Random draws the n-th of them.
 func randomFaults(e *Env) []randomFault {
-	node := func(pick *rand.Rand) string { return e.Nodes[pick.IntN(len(e.Nodes))] }
-	client := func(pick *rand.Rand) string { return fmt.Sprint(pick.IntN(len(e.Clients))) }
-	partition := func(g nemesis.Grudge) Action { return Action{Do: "partition", Cuts: cutsOf(g, e.Clients)} }
-	faults := []randomFault{{lasts: true,
-		draw: func(pick *rand.Rand) Action { return partition(nemesis.IsolateNode(node(pick), e.Clients)) }}}
-	if len(e.Nodes) >= 3 {
-		for _, shape := range []func([]string, []string) nemesis.Grudge{nemesis.Halves, nemesis.MajoritiesRing, nemesis.Bridge} {
-			faults = append(faults, randomFault{lasts: true,
-				draw: func(*rand.Rand) Action { return partition(shape(e.Nodes, e.Clients)) }})
+	var out []randomFault
+	for _, d := range randomDraws() {
+		if d.only != nil && !d.only(e) {
+			continue
 		}
+		out = append(out, randomFault{lasts: d.lasts, draw: func(pick *rand.Rand) Action { return d.action(e, pick) }})
 	}
-	faults = append(faults,
-		randomFault{lasts: true, draw: func(pick *rand.Rand) Action { return Action{Do: "pause-node", Node: node(pick)} }},
-		randomFault{lasts: true, draw: func(pick *rand.Rand) Action { return Action{Do: "kill", Node: node(pick)} }},
-		randomFault{draw: func(pick *rand.Rand) Action {
-			return Action{Do: "pause-client", Client: client(pick), For: TTLs(2)}
-		}})
-	// Traps at a command boundary drawn from the seed: where a lock that
-	// sends two commands for one step (GET then DEL) is caught between
-	// them. Either side of a command is drawn: after its reply, before the
-	// lock sees it, and before it is sent, after whatever the client
-	// decided on its own since the last reply (a check of its clock), which
-	// is not the same place. A pause inside an acquire and one inside a
-	// release are faults of their own; a crash is one more. They catch
-	// whichever client gets there first: one client named in advance can
-	// lose every race for the lock while the trap is armed, and a trap that
-	// never springs is a fault drawn and not done. Package explore tries
-	// every boundary in turn instead of drawing.
-	boundary := func(pick *rand.Rand, in string) *nemesis.Command {
-		reply := pick.IntN(2) == 0
-		return &nemesis.Command{In: in, Nth: 1 + pick.IntN(2), Reply: reply}
-	}
-	for _, in := range []string{history.Acquire, history.Release} {
-		faults = append(faults, randomFault{lasts: true,
-			draw: func(pick *rand.Rand) Action {
-				return armed(Trap{Command: boundary(pick, in), Client: "any", Pause: TTLs(2)})
-			}})
-	}
-	faults = append(faults,
-		randomFault{lasts: true, draw: func(pick *rand.Rand) Action {
-			in := []string{history.Acquire, history.Release}[pick.IntN(2)]
-			return armed(Trap{Command: boundary(pick, in), Client: "any", Crash: true})
-		}},
-		randomFault{lasts: true, draw: func(pick *rand.Rand) Action {
-			return Action{Do: "latency", Client: client(pick), Node: "store", For: TTLs(0.5), Jitter: TTLs(0.25)}
-		}})
-	return faults
+	return out
 }
+
+// randomDraws are every action's draws, by rank.
+func randomDraws() []draw {
+	var out []draw
+	for _, name := range ActionNames() {
+		out = append(out, actions[name].draws...)
+	}
+	slices.SortFunc(out, func(a, b draw) int { return cmp.Compare(a.rank, b.rank) })
+	return out
+}
+
+// pickNode draws one of the lock nodes from the seed's stream.
+func pickNode(e *Env, pick *rand.Rand) string { return e.Nodes[pick.IntN(len(e.Nodes))] }
+
+// pickClient draws a client, by its index, from the seed's stream.
+func pickClient(e *Env, pick *rand.Rand) string { return fmt.Sprint(pick.IntN(len(e.Clients))) }
 
 // cutsOf writes a grudge among clients as a partition's cuts, in the
 // clients' order.

@@ -1,0 +1,112 @@
+package scenario
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/nemesis"
+)
+
+// nodeActions are the faults of a node's process, disk and memory: paused,
+// killed, restarted, its saves failed, its memory filled. Each is named as
+// the op it records; node-pause, node-resume, save-fail and save-mend were
+// pause-node, resume-node, fail-saves and mend-saves, which still read.
+var nodeActions = []ActionKind{
+	{Name: "node-pause", Aliases: []string{"pause-node"}, Ops: ops(fault.PauseNode),
+		Undo: func(a Action) Action { return Action{Do: "node-resume", Node: a.Node} }, Needs: []string{"node"},
+		Help: "SIGSTOP a node", compile: onNode("pause %s", (*nemesis.Nemesis).PauseNode),
+		draws: []draw{{rank: 5, op: fault.PauseNode, lasts: true, action: func(e *Env, pick *rand.Rand) Action {
+			return Action{Do: "node-pause", Node: pickNode(e, pick)}
+		}}}},
+	{Name: "node-resume", Aliases: []string{"resume-node"}, Ops: ops(fault.ResumeNode), Needs: []string{"node"},
+		Help: "SIGCONT a node", compile: onNode("resume %s", (*nemesis.Nemesis).ResumeNode)},
+	{Name: "kill", Ops: ops(fault.Kill), Undo: restartIt, Needs: []string{"node"},
+		Help: "kill -9 a node", compile: onNode("kill -9 %s", (*nemesis.Nemesis).KillNode),
+		draws: []draw{{rank: 6, op: fault.Kill, lasts: true, action: func(e *Env, pick *rand.Rand) Action {
+			return Action{Do: "kill", Node: pickNode(e, pick)}
+		}}}},
+	{Name: "power-loss", Ops: ops(fault.PowerLoss), Undo: restartIt, Needs: []string{"node"},
+		Help: "kill -9 a node and lose what its disk had not synced", compile: onNode("power loss of %s", (*nemesis.Nemesis).PowerLossNode)},
+	{Name: "restart", Ops: ops(fault.Restart), Needs: []string{"node"}, Takes: []string{"delay"}, delays: true,
+		Help: "start a killed node again, delay TTLs from now", compile: compileRestart},
+	{Name: "kill-leader", Ops: ops(fault.Kill),
+		Help:    "kill -9 the leader of a service's ensemble and wait until the others elect one",
+		compile: simple("kill -9 the ensemble's leader, and wait until the others elect one", killLeader)},
+	{Name: "evict", Ops: ops(fault.Evict), Needs: []string{"node"},
+		Help:    "fill a node's memory until it evicts (topology args: a maxmemory)",
+		compile: onNodeCtx("fill %s's memory until it evicts", (*nemesis.Nemesis).Evict),
+		undrawn: "a node evicts only under a maxmemory (topology args), which the random story's topology has not"},
+	{Name: "save-fail", Aliases: []string{"fail-saves"}, Ops: ops(fault.SaveFail),
+		Undo: func(a Action) Action { return Action{Do: "save-mend", Node: a.Node} }, Needs: []string{"node"},
+		Help:    "make a node's background saves fail (MISCONF)",
+		compile: onNodeCtx("fail %s's background save (MISCONF)", (*nemesis.Nemesis).FailSaves),
+		undrawn: "a failed BGSAVE is a Redis node's fault, and random runs every lock, on ZooKeeper, etcd, PostgreSQL and memcached nodes too"},
+	{Name: "save-mend", Aliases: []string{"mend-saves"}, Ops: ops(fault.SaveMend), Needs: []string{"node"},
+		Help: "let a node's saves succeed again", compile: onNodeCtx("save %s again (writes resume)", (*nemesis.Nemesis).MendSaves)},
+}
+
+// restartIt undoes a kill.
+func restartIt(a Action) Action { return Action{Do: "restart", Node: a.Node} }
+
+// compileRestart compiles a restart, at once or after its delay.
+func compileRestart(c *compiler, path string, a Action) (deed, string, error) {
+	node, err := c.node(path+".node", a.Node)
+	if err != nil {
+		return nil, "", err
+	}
+	delay := a.Delay.in(c.e)
+	if delay == 0 {
+		return func(ctx context.Context, _ int) error { return c.e.Nemesis.RestartNode(ctx, node, 0) }, "restart " + node, nil
+	}
+	// The restart is recorded as it is decided, lasting its delay: the
+	// history shows how long the node was down by design.
+	return c.later(func(ctx context.Context) error { return c.e.Nemesis.RestartNode(ctx, node, delay) }),
+		fmt.Sprintf("restart %s after %s", node, delay), nil
+}
+
+// killLeader kills the ensemble's leader and waits for a new one.
+func killLeader(c *compiler) error {
+	ctx := c.background()
+	leader, err := leaderOf(ctx, c.e, "", time.Second)
+	if err != nil {
+		return err
+	}
+	if err := c.e.Nemesis.KillNode(leader); err != nil {
+		return err
+	}
+	_, err = leaderOf(ctx, c.e, leader, electionWait)
+	return err
+}
+
+// electionWait bounds how long leader-failover waits for the two members
+// left to elect a leader: hundreds of milliseconds idle, seconds beside
+// busy loops. A story whose election never comes did not happen.
+const electionWait = 15 * time.Second
+
+// leaderOf is the lock node other than not that says it leads its
+// ensemble, asked until one does or within has passed (an election may be
+// under way).
+func leaderOf(ctx context.Context, e *Env, not string, within time.Duration) (string, error) {
+	deadline := time.Now().Add(within)
+	for {
+		for _, name := range e.Nodes {
+			if name == not {
+				continue
+			}
+			if role, err := e.Nemesis.Node(name).Role(ctx); err == nil && role == "leader" {
+				return name, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("no lock node says it leads its ensemble within %s", within)
+		}
+		select {
+		case <-ctx.Done():
+			return "", ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
