@@ -85,7 +85,7 @@ func getsetSkewStory() Scenario {
 		// client left a RedLock run of five with too little traffic after
 		// the skew, when that client's first grant came late.
 		Plan: Plan{arm(2, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.5), Stall: true,
-			Then: []Action{{Do: "skew-client", Client: "other", By: TTLs(3)}}})},
+			Then: []Action{{Do: "clock-skew", Client: "other", By: TTLs(3)}}})},
 	}
 }
 

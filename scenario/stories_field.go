@@ -146,7 +146,7 @@ func misconfStory() Scenario {
 		// The save fails as the next release is about to leave; 1.5 TTLs
 		// later, past the holder's lease, a save succeeds.
 		Plan: Plan{arm(1, Trap{Command: &nemesis.Command{In: history.Release}, Client: "any",
-			Then: []Action{{Do: "fail-saves", Node: "n1"}, {Do: "mend-saves", Node: "n1", Delay: TTLs(1.5)}}})},
+			Then: []Action{{Do: "save-fail", Node: "n1"}, {Do: "save-mend", Node: "n1", Delay: TTLs(1.5)}}})},
 	}
 }
 

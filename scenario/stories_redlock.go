@@ -70,7 +70,7 @@ func redlockClockJumpStory() Scenario {
 		// length.
 		Params: []Param{{Name: "jump", Unit: "TTLs", Default: 10, Min: 0, Max: 20, Threshold: 1,
 			Help: "how far C's clock jumps forward while a client holds its three nodes"}, redlockNodesParam},
-		Plan: Plan{redlockSplit, holderInLease(Action{Do: "bump-clock", Node: "middle", By: ParamNum("jump")})},
+		Plan: Plan{redlockSplit, holderInLease(Action{Do: "clock-bump", Node: "middle", By: ParamNum("jump")})},
 	}
 }
 

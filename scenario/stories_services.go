@@ -119,7 +119,7 @@ func serverClockJumpStory() Scenario {
 			leaveOut(local, "the control keeps nothing on a server whose clock could move"),
 		},
 		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n1"}},
-		Plan:     Plan{holderInLease(Action{Do: "bump-clock", Node: "n1", By: TTLs(10)})},
+		Plan:     Plan{holderInLease(Action{Do: "clock-bump", Node: "n1", By: TTLs(10)})},
 	}
 }
 
