@@ -73,87 +73,136 @@ func Holds(ops []history.Op) []Hold {
 // holdsOf walks the history once and returns its holds, ordered by start,
 // and the releases refused while their lease was still promised.
 func holdsOf(ops []history.Op) ([]hold, []Refusal) {
-	var out []hold
-	open := map[int]map[string]int{} // process → key → place in out
-	type sent struct {
-		at       int64
-		hold     int
-		deadline int64
-		last     bool // gave back the hold's last entry
-	}
-	pending := map[int]sent{} // a release by a holder, awaiting its completion
-	type refused struct {
-		hold                int
-		sent, ret, deadline int64
-	}
-	var refusals []refused
+	w := holdWalk{open: map[int]map[string]int{}, pending: map[int]sentRelease{}}
 	var last int64
 	for j := range ops {
 		op := &ops[j]
 		last = op.Time
-		p := op.Process
-		if p == history.NemesisProcess {
-			continue
-		}
-		if s, ok := pending[p]; ok && op.Type != history.Invoke {
-			delete(pending, p)
-			if op.F == history.Release {
-				if s.last {
-					out[s.hold].release = op
-				}
-				if op.Type == history.Fail && op.Time < s.deadline {
-					refusals = append(refusals, refused{s.hold, s.at, op.Time, s.deadline})
-				}
-			}
-		}
-		switch {
-		case op.F == history.Acquire && op.Type == history.OK:
-			i, ok := open[p][op.Key]
-			if !ok {
-				if open[p] == nil {
-					open[p] = map[string]int{}
-				}
-				i = len(out)
-				open[p][op.Key] = i
-				out = append(out, hold{Hold: Hold{Key: op.Key, Process: p, Start: op.Time}})
-			}
-			l := lease{at: op.Time}
-			if op.Value != nil {
-				l.deadline, l.token = op.Value.Deadline, op.Value.Token
-			}
-			out[i].entries++
-			out[i].leases = append(out[i].leases, l)
-		case op.F == history.Release && op.Type == history.Invoke:
-			i, ok := open[p][op.Key]
-			if !ok {
-				break // not held: it gives back nothing
-			}
-			out[i].entries--
-			done := out[i].entries == 0
-			pending[p] = sent{at: op.Time, hold: i, deadline: out[i].deadline(op.Time), last: done}
-			if done {
-				out[i].End, out[i].Released = op.Time, true
-				delete(open[p], op.Key)
-			}
-		}
-		if op.Type == history.Info {
-			// A retired process is gone; whatever it believed ends here,
-			// though nothing was given back.
-			for _, i := range open[p] {
-				out[i].End = op.Time
-			}
-			delete(open, p)
+		if op.Process != history.NemesisProcess {
+			w.step(op)
 		}
 	}
-	for _, keys := range open {
+	return w.finish(last)
+}
+
+// holdWalk is holdsOf's walk through the history.
+type holdWalk struct {
+	out     []hold
+	open    map[int]map[string]int // process → key → place in out
+	pending map[int]sentRelease    // a release by a holder, awaiting its completion
+	refused []refusedRelease
+}
+
+// sentRelease is a holder's release, sent and not yet answered.
+type sentRelease struct {
+	at       int64
+	hold     int
+	deadline int64
+	last     bool // gave back the hold's last entry
+}
+
+// refusedRelease is a release refused before its hold's deadline.
+type refusedRelease struct {
+	hold                int
+	sent, ret, deadline int64
+}
+
+// step takes in one client op.
+func (w *holdWalk) step(op *history.Op) {
+	if op.Type != history.Invoke {
+		w.answer(op)
+	}
+	switch {
+	case op.F == history.Acquire && op.Type == history.OK:
+		w.enter(op)
+	case op.F == history.Release && op.Type == history.Invoke:
+		w.leave(op)
+	}
+	if op.Type == history.Info {
+		w.retire(op)
+	}
+}
+
+// answer settles the release its process sent, if op completes one: the
+// completion of a hold's last release is kept, and a refusal within the
+// lease's promise is noted.
+func (w *holdWalk) answer(op *history.Op) {
+	s, ok := w.pending[op.Process]
+	if !ok {
+		return
+	}
+	delete(w.pending, op.Process)
+	if op.F != history.Release {
+		return
+	}
+	if s.last {
+		w.out[s.hold].release = op
+	}
+	if op.Type == history.Fail && op.Time < s.deadline {
+		w.refused = append(w.refused, refusedRelease{s.hold, s.at, op.Time, s.deadline})
+	}
+}
+
+// enter takes in a granted acquire: it begins a hold of its key by its
+// process, or enters the one it has again.
+func (w *holdWalk) enter(op *history.Op) {
+	p := op.Process
+	i, ok := w.open[p][op.Key]
+	if !ok {
+		if w.open[p] == nil {
+			w.open[p] = map[string]int{}
+		}
+		i = len(w.out)
+		w.open[p][op.Key] = i
+		w.out = append(w.out, hold{Hold: Hold{Key: op.Key, Process: p, Start: op.Time}})
+	}
+	l := lease{at: op.Time}
+	if op.Value != nil {
+		l.deadline, l.token = op.Value.Deadline, op.Value.Token
+	}
+	w.out[i].entries++
+	w.out[i].leases = append(w.out[i].leases, l)
+}
+
+// leave takes in a sent release: it gives back one entry of its process's
+// hold of the key, ending the hold with the last. A release of a key not
+// held gives back nothing.
+func (w *holdWalk) leave(op *history.Op) {
+	p := op.Process
+	i, ok := w.open[p][op.Key]
+	if !ok {
+		return
+	}
+	w.out[i].entries--
+	done := w.out[i].entries == 0
+	w.pending[p] = sentRelease{at: op.Time, hold: i, deadline: w.out[i].deadline(op.Time), last: done}
+	if done {
+		w.out[i].End, w.out[i].Released = op.Time, true
+		delete(w.open[p], op.Key)
+	}
+}
+
+// retire ends every hold of op's process: a retired process is gone, and
+// whatever it believed ends here, though nothing was given back.
+func (w *holdWalk) retire(op *history.Op) {
+	for _, i := range w.open[op.Process] {
+		w.out[i].End = op.Time
+	}
+	delete(w.open, op.Process)
+}
+
+// finish leaves the holds still believed open at last, the history's
+// end, and returns the holds by start and the refusals.
+func (w *holdWalk) finish(last int64) ([]hold, []Refusal) {
+	for _, keys := range w.open {
 		for _, i := range keys {
-			out[i].End, out[i].Open = last, true
+			w.out[i].End, w.out[i].Open = last, true
 		}
 	}
-	rs := make([]Refusal, len(refusals))
-	for n, r := range refusals {
-		rs[n] = Refusal{Hold: out[r.hold].Hold, Sent: r.sent, Returned: r.ret, Deadline: r.deadline}
+	rs := make([]Refusal, len(w.refused))
+	for n, r := range w.refused {
+		rs[n] = Refusal{Hold: w.out[r.hold].Hold, Sent: r.sent, Returned: r.ret, Deadline: r.deadline}
 	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Start < out[j].Start })
-	return out, rs
+	sort.SliceStable(w.out, func(i, j int) bool { return w.out[i].Start < w.out[j].Start })
+	return w.out, rs
 }

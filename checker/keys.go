@@ -259,11 +259,68 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 		v.Details.Note = "no observations of the nodes: nothing to check"
 		return v
 	}
-	type grant struct {
-		hold  *hold
-		lease lease
+	w := theft{grants: grantsOf(ops), releases: indexReleases(ops), faults: nodeFaults(ops)}
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
+		obs := byNode[node]
+		for i := 0; i+1 < len(obs); i++ {
+			a, b := obs[i], obs[i+1]
+			if pa, ok := w.stolen(node, a, b); ok {
+				pb := w.grants.holder(b.Owner)
+				v.Details.StolenKeys++
+				v.add(Anomaly{Kind: "stolen-key", Key: a.Key, Processes: []int{pa, pb}, Start: a.At, End: b.At,
+					Text: fmt.Sprintf("%s's %q went from process %d's live lease to %s between %s and %s, with no release, expiry or fault between",
+						node, a.Key, pa, processWord(pb), seconds(a.At), seconds(b.At))})
+			}
+		}
 	}
-	grants := map[string][]grant{} // token → the acquires that returned it
+	return v
+}
+
+// theft is what tells whether a change of a key's owner on a node was a
+// theft: the leases granted, the releases and the faults on nodes.
+type theft struct {
+	grants   tokenGrants
+	releases releaseIndex
+	faults   []history.Pair
+}
+
+// stolen says whether a node's key went from a's owner to b's, two
+// observations one after the other, while a's owner's lease was live and
+// nothing but an overwrite could have removed it; if so it returns the
+// process that held that lease.
+func (w theft) stolen(node string, a, b Observation) (int, bool) {
+	if !a.present() || !b.present() || a.Owner == b.Owner || a.Key != b.Key {
+		return -1, false
+	}
+	if a.Deadline != 0 && a.Deadline <= b.At {
+		return -1, false // a may have expired
+	}
+	// The key was a's until the read before b was sent; what removed it
+	// came later. Without that read, a's own is the last known.
+	from := a.At
+	if b.Prior > 0 {
+		from = b.Prior
+	}
+	if faultOn(w.faults, node, from, b.At) || w.releases.between(a.Key, a.Owner, from, b.At) {
+		return -1, false
+	}
+	pa := w.grants.live(a.Key, a.Owner, b.At)
+	return pa, pa >= 0
+}
+
+// grant is one acquire that returned a lease token, and the hold it began
+// or entered.
+type grant struct {
+	hold  *hold
+	lease lease
+}
+
+// tokenGrants are, by lease token, the acquires that returned it.
+type tokenGrants map[string][]grant
+
+// grantsOf lists the acquires of ops that returned a token, by token.
+func grantsOf(ops []history.Op) tokenGrants {
+	grants := tokenGrants{}
 	hs, _ := holdsOf(ops)
 	for i := range hs {
 		for _, l := range hs[i].leases {
@@ -272,27 +329,32 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 			}
 		}
 	}
-	releases := indexReleases(ops)
-	// live is the process that held key under token at t with its
-	// promise still running, or -1.
-	live := func(key, token string, t int64) int {
-		for _, g := range grants[token] {
-			h, l := g.hold, g.lease
-			if h.Key == key && l.at <= t && (l.deadline == 0 || l.deadline > t) && (t < h.End || h.Open) {
-				return h.Process
-			}
+	return grants
+}
+
+// live is the process that held key under token at t with its promise
+// still running, or -1.
+func (gs tokenGrants) live(key, token string, t int64) int {
+	for _, g := range gs[token] {
+		h, l := g.hold, g.lease
+		if h.Key == key && l.at <= t && (l.deadline == 0 || l.deadline > t) && (t < h.End || h.Open) {
+			return h.Process
 		}
-		return -1
 	}
-	holder := func(token string) int {
-		if gs := grants[token]; len(gs) > 0 {
-			return gs[0].hold.Process
-		}
-		return -1
+	return -1
+}
+
+// holder is the process first granted token, or -1.
+func (gs tokenGrants) holder(token string) int {
+	if g := gs[token]; len(g) > 0 {
+		return g[0].hold.Process
 	}
-	// A fault on a node acts anywhere from its invocation to its
-	// completion (an eviction takes the key while the node fills), and
-	// one that failed may have acted too.
+	return -1
+}
+
+// nodeFaults lists the nemesis's actions on lock nodes, each with its
+// completion (if any).
+func nodeFaults(ops []history.Op) []history.Pair {
 	var faults []history.Pair
 	for _, p := range history.Pairs(ops) {
 		if inv := p.Invoke; inv.Process == history.NemesisProcess && inv.Value != nil && inv.Value.Site != nil {
@@ -301,44 +363,18 @@ func (StolenKeys) Check(ops []history.Op) Verdict {
 			}
 		}
 	}
-	for _, node := range slices.Sorted(maps.Keys(byNode)) {
-		obs := byNode[node]
-		for i := 0; i+1 < len(obs); i++ {
-			a, b := obs[i], obs[i+1]
-			if !a.present() || !b.present() || a.Owner == b.Owner || a.Key != b.Key {
-				continue
-			}
-			if a.Deadline != 0 && a.Deadline <= b.At {
-				continue // a may have expired
-			}
-			// The key was a's until the read before b was sent; what
-			// removed it came later. Without that read, a's own is the
-			// last known.
-			from := a.At
-			if b.Prior > 0 {
-				from = b.Prior
-			}
-			if slices.ContainsFunc(faults, func(p history.Pair) bool {
-				s := p.Invoke.Value.Site
-				return p.Invoke.Time <= b.At && (p.Completion == nil || p.Completion.Time > from) && (s.Node == node || s.All)
-			}) {
-				continue
-			}
-			if releases.between(a.Key, a.Owner, from, b.At) {
-				continue
-			}
-			pa := live(a.Key, a.Owner, b.At)
-			if pa < 0 {
-				continue
-			}
-			pb := holder(b.Owner)
-			v.Details.StolenKeys++
-			v.add(Anomaly{Kind: "stolen-key", Key: a.Key, Processes: []int{pa, pb}, Start: a.At, End: b.At,
-				Text: fmt.Sprintf("%s's %q went from process %d's live lease to %s between %s and %s, with no release, expiry or fault between",
-					node, a.Key, pa, processWord(pb), seconds(a.At), seconds(b.At))})
-		}
-	}
-	return v
+	return faults
+}
+
+// faultOn says whether a fault may have acted on node between from and
+// to. A fault acts anywhere from its invocation to its completion (an
+// eviction takes the key while the node fills), and one that failed may
+// have acted too.
+func faultOn(faults []history.Pair, node string, from, to int64) bool {
+	return slices.ContainsFunc(faults, func(p history.Pair) bool {
+		s := p.Invoke.Value.Site
+		return p.Invoke.Time <= to && (p.Completion == nil || p.Completion.Time > from) && (s.Node == node || s.All)
+	})
 }
 
 // releaseIndex holds a history's releases by key, in the order they were

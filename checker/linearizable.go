@@ -344,100 +344,135 @@ func segmentsOf(sem Semantics, ops []porcupine.Operation, minOps int, fences map
 	for _, kops := range partitionByKey(ops) {
 		sort.SliceStable(kops, func(i, j int) bool { return kops[i].Call < kops[j].Call })
 		key := kops[0].Input.(MutexInput).Key
-		net := map[int]int{} // over the ops that returned before the sweep's time
-		fence := fences[key]
-		state := func() MutexState {
-			st := MutexState{Holder: free}
-			for p, n := range net {
-				if n > 0 {
-					st = MutexState{Holder: p, Count: 1}
-					if sem == Reentrant {
-						st.Count = n
-					}
-				}
-			}
-			if sem == Fenced {
-				st.Fence = fence
-			}
-			return st
-		}
-		// In flight: the ops called and not yet returned, by return time;
-		// of them, how many are not successful acquires (they block a cut).
-		flying := &byReturn{}
-		blocking := 0
-		returned := map[int]int64{} // each process's latest return among the ops settled
-		// tied: an acquire in flight was called at the instant an op of
-		// its own process returned.
-		tied := func() bool {
-			for _, f := range *flying {
-				if r, ok := returned[f.ClientId]; ok && r >= f.Call {
-					return true
-				}
-			}
-			return false
-		}
-		isAcquire := func(o porcupine.Operation) bool {
-			return o.Input.(MutexInput).F == history.Acquire && o.Output.(MutexOutput).Type == history.OK
-		}
-		cur := segment{key: key, init: state(), from: kops[0].Call}
-		maxReturn := int64(math.MinInt64)
+		w := &sweep{sem: sem, key: key, net: map[int]int{}, fence: fences[key], flying: &byReturn{},
+			returned: map[int]int64{}, out: out}
+		w.cur = segment{key: key, init: w.state(), from: kops[0].Call}
+		w.maxReturn = math.MinInt64
 		for _, o := range kops {
-			for flying.Len() > 0 && (*flying)[0].Return < o.Call {
-				done := heap.Pop(flying).(porcupine.Operation)
-				in, res := done.Input.(MutexInput), done.Output.(MutexOutput)
-				if r, ok := returned[done.ClientId]; !ok || done.Return > r {
-					returned[done.ClientId] = done.Return
-				}
-				switch {
-				case isAcquire(done):
-					net[in.Process]++
-					fence = max(fence, res.Fence)
-				default:
-					blocking--
-					switch in.F {
-					case history.Release:
-						if net[in.Process]--; net[in.Process] == 0 {
-							delete(net, in.Process)
-						}
-					case lapse:
-						delete(net, in.Process)
-					}
-				}
+			w.settleBefore(o.Call)
+			if len(w.cur.ops) >= minOps && w.blocking == 0 && !w.tied() {
+				w.cutAt(o.Call)
 			}
-			if len(cur.ops) >= minOps && blocking == 0 && !tied() {
-				st := state()
-				settled := len(cur.ops) - flying.Len() // in flight: all in cur, moved ones included
-				if settled > 0 {
-					// Cut at o.Call: what is still in flight moves to
-					// the next segment, called at the cut.
-					next := segment{key: key, init: st, from: o.Call}
-					nextReturn := int64(math.MinInt64)
-					keep := cur.ops[:0]
-					for _, p := range cur.ops {
-						if p.Return < o.Call {
-							keep = append(keep, p)
-							continue
-						}
-						p.Call = o.Call
-						next.ops = append(next.ops, p)
-						nextReturn = max(nextReturn, p.Return)
-					}
-					cur.ops, cur.to = keep, maxReturn
-					out = append(out, cur)
-					cur, maxReturn = next, nextReturn
-				}
-			}
-			cur.ops = append(cur.ops, o)
-			maxReturn = max(maxReturn, o.Return)
-			heap.Push(flying, o)
-			if !isAcquire(o) {
-				blocking++
-			}
+			w.take(o)
 		}
-		cur.to = maxReturn
-		out = append(out, cur)
+		w.cur.to = w.maxReturn
+		out = append(w.out, w.cur)
 	}
 	return out
+}
+
+// sweep walks one key's ops by call time for segmentsOf, settling each op
+// once the sweep passes its return.
+type sweep struct {
+	sem   Semantics
+	key   string
+	net   map[int]int // by process, acquires less releases over the ops settled
+	fence int64       // the greatest fence among the acquires settled
+	// flying is the ops called and not yet returned, by return time;
+	// blocking counts those that are not successful acquires (they block a
+	// cut).
+	flying   *byReturn
+	blocking int
+	returned map[int]int64 // each process's latest return among the ops settled
+
+	cur       segment
+	maxReturn int64 // the latest return among cur's ops
+	out       []segment
+}
+
+// state is the model's state after the ops settled, in any legal order of
+// them: the holder is the one process with more acquires than releases.
+func (w *sweep) state() MutexState {
+	st := MutexState{Holder: free}
+	for p, n := range w.net {
+		if n > 0 {
+			st = MutexState{Holder: p, Count: 1}
+			if w.sem == Reentrant {
+				st.Count = n
+			}
+		}
+	}
+	if w.sem == Fenced {
+		st.Fence = w.fence
+	}
+	return st
+}
+
+// tied says whether an acquire in flight was called at the instant an op
+// of its own process returned.
+func (w *sweep) tied() bool {
+	for _, f := range *w.flying {
+		if r, ok := w.returned[f.ClientId]; ok && r >= f.Call {
+			return true
+		}
+	}
+	return false
+}
+
+// isAcquire says whether o is a successful acquire.
+func isAcquire(o porcupine.Operation) bool {
+	return o.Input.(MutexInput).F == history.Acquire && o.Output.(MutexOutput).Type == history.OK
+}
+
+// settleBefore settles every op in flight that returned before t.
+func (w *sweep) settleBefore(t int64) {
+	for w.flying.Len() > 0 && (*w.flying)[0].Return < t {
+		done := heap.Pop(w.flying).(porcupine.Operation)
+		in, res := done.Input.(MutexInput), done.Output.(MutexOutput)
+		if r, ok := w.returned[done.ClientId]; !ok || done.Return > r {
+			w.returned[done.ClientId] = done.Return
+		}
+		switch {
+		case isAcquire(done):
+			w.net[in.Process]++
+			w.fence = max(w.fence, res.Fence)
+		default:
+			w.blocking--
+			switch in.F {
+			case history.Release:
+				if w.net[in.Process]--; w.net[in.Process] == 0 {
+					delete(w.net, in.Process)
+				}
+			case lapse:
+				delete(w.net, in.Process)
+			}
+		}
+	}
+}
+
+// cutAt ends the current segment at t, if any of its ops has settled:
+// what is still in flight moves to the next segment, called at t.
+func (w *sweep) cutAt(t int64) {
+	settled := len(w.cur.ops) - w.flying.Len() // in flight: all in cur, moved ones included
+	if settled == 0 {
+		return
+	}
+	next := segment{key: w.key, init: w.state(), from: t}
+	nextReturn := int64(math.MinInt64)
+	keep := w.cur.ops[:0]
+	for _, p := range w.cur.ops {
+		if p.Return < t {
+			keep = append(keep, p)
+			continue
+		}
+		p.Call = t
+		next.ops = append(next.ops, p)
+		nextReturn = max(nextReturn, p.Return)
+	}
+	w.cur.ops, w.cur.to = keep, w.maxReturn
+	w.out = append(w.out, w.cur)
+	w.cur, w.maxReturn = next, nextReturn
+}
+
+// take adds o, just called, to the current segment and to the ops in
+// flight.
+func (w *sweep) take(o porcupine.Operation) {
+	w.cur.ops = append(w.cur.ops, o)
+	w.maxReturn = max(w.maxReturn, o.Return)
+	heap.Push(w.flying, o)
+	if !isAcquire(o) {
+		w.blocking++
+	}
 }
 
 // byReturn is a min-heap of ops by return time.

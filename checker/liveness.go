@@ -60,92 +60,127 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 		return v
 	}
 	end := max(ops[len(ops)-1].Time, l.until)
-	allow := int64(l.Allowance)
-	var nemesisAt []int64
-	ready := map[string]int64{}
-	spans := map[string][]busy{}
-	fails := map[string][]int64{}
+	nemesisAt, refusals := faultsAndRefusals(ops)
+	v.Details.SlotRefusals = refusals
+	keys := l.attempts(ops, end)
+	for _, h := range Holds(ops) {
+		keys.spans[h.Key] = append(keys.spans[h.Key], busy{h.Start, h.End})
+	}
+	var longest int64
+	for _, k := range slices.Sorted(maps.Keys(keys.fails)) {
+		longest = max(longest, l.stalls(&v, k, keys, nemesisAt, end))
+	}
+	// The longest stall that ended, flagged or not (how close a correct
+	// lock came), or the flagged one still on at the end, if longer.
+	v.Details.LongestStall = time.Duration(longest)
+	return v
+}
+
+// faultsAndRefusals returns when the nemesis's actions completed, in time
+// order, and how many acquires and releases Redis Cluster refused with
+// TRYAGAIN.
+func faultsAndRefusals(ops []history.Op) (nemesisAt []int64, refusals int) {
 	for _, op := range ops {
 		// The starved note is the gate's word on the run, not a fault.
 		if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.F != string(fault.Starved) {
 			nemesisAt = append(nemesisAt, op.Time) // in time order, as recorded
 		}
 		if op.Type != history.Invoke && (op.F == history.Acquire || op.F == history.Release) && strings.Contains(op.Error, "TRYAGAIN") {
-			v.Details.SlotRefusals++
+			refusals++
 		}
 	}
+	return nemesisAt, refusals
+}
+
+// keyAttempts is, by key, what the acquires tell of it.
+type keyAttempts struct {
+	ready map[string]int64   // the first acquire's call (or the segment's start, if later)
+	spans map[string][]busy  // the spans in which the key was held, or may have been
+	fails map[string][]int64 // the refused acquires' completions
+}
+
+// attempts sorts the acquires of ops by key: a refusal is a failure, an
+// unknown outcome may have held the key from its call to its completion
+// (to end, if it has none, unless it settled after the Stream's segment).
+func (l Liveness) attempts(ops []history.Op, end int64) keyAttempts {
+	a := keyAttempts{ready: map[string]int64{}, spans: map[string][]busy{}, fails: map[string][]int64{}}
 	for _, p := range history.Pairs(ops) {
 		inv, c := p.Invoke, p.Completion
 		if inv.Process == history.NemesisProcess || inv.F != history.Acquire {
 			continue
 		}
-		if _, ok := ready[inv.Key]; !ok {
-			ready[inv.Key] = max(inv.Time, l.start)
+		if _, ok := a.ready[inv.Key]; !ok {
+			a.ready[inv.Key] = max(inv.Time, l.start)
 		}
 		switch {
 		case c == nil && l.settled[inv.Process]:
 		case c == nil:
-			spans[inv.Key] = append(spans[inv.Key], busy{inv.Time, end})
+			a.spans[inv.Key] = append(a.spans[inv.Key], busy{inv.Time, end})
 		case c.Type == history.Info:
-			spans[inv.Key] = append(spans[inv.Key], busy{inv.Time, c.Time})
+			a.spans[inv.Key] = append(a.spans[inv.Key], busy{inv.Time, c.Time})
 		case c.Type == history.Fail:
-			fails[inv.Key] = append(fails[inv.Key], c.Time)
+			a.fails[inv.Key] = append(a.fails[inv.Key], c.Time)
 		}
 	}
-	for _, h := range Holds(ops) {
-		spans[h.Key] = append(spans[h.Key], busy{h.Start, h.End})
-	}
+	return a
+}
+
+// stalls adds key k's deadlocks to v and returns its longest stall that
+// ended, flagged or not, or the flagged one still on at end, if longer.
+func (l Liveness) stalls(v *Verdict, k string, a keyAttempts, nemesisAt []int64, end int64) int64 {
+	allow := int64(l.Allowance)
+	fs := a.fails[k]
+	slices.Sort(fs)
+	ss := a.spans[k]
+	sort.Slice(ss, func(i, j int) bool { return ss[i].start < ss[j].start })
+	busyUntil := a.ready[k]
 	var longest int64
-	for _, k := range slices.Sorted(maps.Keys(fails)) {
-		fs := fails[k]
-		slices.Sort(fs)
-		ss := spans[k]
-		sort.Slice(ss, func(i, j int) bool { return ss[i].start < ss[j].start })
-		busyUntil := ready[k]
-		for i := 0; i <= len(ss); i++ {
-			// Every span begun at one instant ends one stall (the run's
-			// end, after the last span, ends the last).
-			g, final := end, i == len(ss)
-			if !final {
-				g = ss[i].start
-				if i > 0 && g == ss[i-1].start {
-					continue
-				}
-			} else if len(ss) > 0 && ss[len(ss)-1].start == end {
-				break
-			}
-			// A Stream's segment ends at a grant, which ends its last
-			// stall as a span does.
-			last := final && l.until == 0
-			from := max(busyUntil, lastBefore(nemesisAt, g))
-			for j := i; j < len(ss) && ss[j].start == g; j++ {
-				busyUntil = max(busyUntil, ss[j].end)
-			}
-			if g <= from {
+	for i := 0; i <= len(ss); i++ {
+		// Every span begun at one instant ends one stall (the run's
+		// end, after the last span, ends the last).
+		g, final := end, i == len(ss)
+		if !final {
+			g = ss[i].start
+			if i > 0 && g == ss[i-1].start {
 				continue
 			}
-			if !last {
-				longest = max(longest, g-from)
-			}
-			// Someone must have tried and failed after the allowance ran out.
-			f := sort.Search(len(fs), func(j int) bool { return fs[j] > from+allow })
-			if g-from <= allow || f == len(fs) || fs[f] > g {
-				continue
-			}
-			longest = max(longest, g-from)
-			until := "the end of the run"
-			if !last {
-				until = seconds(g)
-			}
-			v.add(Anomaly{Kind: "deadlock", Key: k, Start: from, End: g,
-				Text: fmt.Sprintf("nobody held %q and nobody could acquire it from %s to %s (%s, allowance %s)",
-					k, seconds(from), until, span(g-from), l.Allowance)})
+		} else if len(ss) > 0 && ss[len(ss)-1].start == end {
+			break
 		}
+		// A Stream's segment ends at a grant, which ends its last
+		// stall as a span does.
+		last := final && l.until == 0
+		from := max(busyUntil, lastBefore(nemesisAt, g))
+		for j := i; j < len(ss) && ss[j].start == g; j++ {
+			busyUntil = max(busyUntil, ss[j].end)
+		}
+		if g <= from {
+			continue
+		}
+		if !last {
+			longest = max(longest, g-from)
+		}
+		// Someone must have tried and failed after the allowance ran out.
+		f := sort.Search(len(fs), func(j int) bool { return fs[j] > from+allow })
+		if g-from <= allow || f == len(fs) || fs[f] > g {
+			continue
+		}
+		longest = max(longest, g-from)
+		v.add(l.deadlock(k, from, g, last))
 	}
-	// The longest stall that ended, flagged or not (how close a correct
-	// lock came), or the flagged one still on at the end, if longer.
-	v.Details.LongestStall = time.Duration(longest)
-	return v
+	return longest
+}
+
+// deadlock is the anomaly of key k stalled from from to g, the end of the
+// run if last.
+func (l Liveness) deadlock(k string, from, g int64, last bool) Anomaly {
+	until := "the end of the run"
+	if !last {
+		until = seconds(g)
+	}
+	return Anomaly{Kind: "deadlock", Key: k, Start: from, End: g,
+		Text: fmt.Sprintf("nobody held %q and nobody could acquire it from %s to %s (%s, allowance %s)",
+			k, seconds(from), until, span(g-from), l.Allowance)}
 }
 
 // lastBefore is the greatest t in ts (sorted) that is < limit, or 0.

@@ -61,13 +61,36 @@ func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdi
 	v := Verdict{Checker: ResourceName, Valid: Valid}
 	c := before
 	if c == nil {
-		c = &resourceCarry{count: map[string]int64{}, muted: map[string]bool{}, values: map[string]*runs{},
-			best: map[string]write{}, read: map[string]registerRead{}, write: map[string]int64{}}
+		c = newResourceCarry()
 	}
+	accepted := c.acceptedWrites(ops, &v.Details)
+	v.Details.LostUpdates = c.lostUpdates(&v, accepted)
+	stale := staleWrites(accepted, c.best)
+	for _, a := range stale {
+		v.add(a)
+	}
+	v.Details.StaleWritesAccepted = len(stale)
+	if last {
+		c.finalValues(&v)
+	}
+	return v, c
+}
+
+// newResourceCarry is what the first segment starts from: nothing written.
+func newResourceCarry() *resourceCarry {
+	return &resourceCarry{count: map[string]int64{}, muted: map[string]bool{}, values: map[string]*runs{},
+		best: map[string]write{}, read: map[string]registerRead{}, write: map[string]int64{}}
+}
+
+// acceptedWrites walks ops' writes and reads of the register: it counts in
+// d the writes accepted, refused, withheld and of unknown outcome, notes
+// in c each key's latest write and read, and returns the writes accepted
+// in the order they were invoked.
+func (c *resourceCarry) acceptedWrites(ops []history.Op, d *Details) []write {
 	var accepted []write
-	rejected, withheld, unknown := 0, 0, 0
-	for _, p := range history.Pairs(ops) {
-		inv, cp := p.Invoke, p.Completion
+	pairs := history.Pairs(ops)
+	for i := range pairs {
+		inv, cp := &pairs[i].Invoke, pairs[i].Completion
 		if inv.Process == history.NemesisProcess {
 			continue
 		}
@@ -76,25 +99,8 @@ func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdi
 			if inv.Value == nil || inv.Value.Reg == nil {
 				continue
 			}
-			done := inv.Time
-			if cp != nil {
-				done = cp.Time
-			}
-			c.write[inv.Key] = max(c.write[inv.Key], done)
-			switch {
-			case cp == nil || cp.Type == history.Info:
-				unknown++
-				c.muted[inv.Key] = true
-			case cp.Type == history.Fail:
-				switch cp.Error {
-				case ErrStaleFence:
-					rejected++
-				case ErrLeaseLost:
-					withheld++
-				}
-			case cp.Type == history.OK:
-				accepted = append(accepted, write{process: inv.Process, key: inv.Key,
-					reg: *inv.Value.Reg, fence: inv.Value.Fence, call: inv.Time, ret: cp.Time})
+			if w, ok := c.noteWrite(inv, cp, d); ok {
+				accepted = append(accepted, w)
 			}
 		case history.Read:
 			if cp != nil && cp.Type == history.OK && cp.Value != nil && cp.Value.Reg != nil {
@@ -102,13 +108,44 @@ func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdi
 			}
 		}
 	}
-	v.Details.WritesAccepted = len(accepted)
-	v.Details.WritesUnknown = unknown
-	v.Details.StaleWritesRejected = rejected
-	v.Details.WritesWithheld = withheld
+	d.WritesAccepted = len(accepted)
+	return accepted
+}
 
+// noteWrite notes one write of the register (its invocation and its
+// completion, nil if none) and returns it if the store accepted it. A
+// write of unknown outcome mutes its key: the final value cannot be told.
+func (c *resourceCarry) noteWrite(inv, cp *history.Op, d *Details) (write, bool) {
+	done := inv.Time
+	if cp != nil {
+		done = cp.Time
+	}
+	c.write[inv.Key] = max(c.write[inv.Key], done)
+	switch {
+	case cp == nil || cp.Type == history.Info:
+		d.WritesUnknown++
+		c.muted[inv.Key] = true
+	case cp.Type == history.Fail:
+		switch cp.Error {
+		case ErrStaleFence:
+			d.StaleWritesRejected++
+		case ErrLeaseLost:
+			d.WritesWithheld++
+		}
+	case cp.Type == history.OK:
+		return write{process: inv.Process, key: inv.Key,
+			reg: *inv.Value.Reg, fence: inv.Value.Fence, call: inv.Time, ret: cp.Time}, true
+	}
+	return write{}, false
+}
+
+// lostUpdates adds to v every accepted write of a value already accepted
+// for its key, in this segment or an earlier one, and returns how many
+// there were. Each mutes its key: the lost update already tells why the
+// final value falls short.
+func (c *resourceCarry) lostUpdates(v *Verdict, accepted []write) int {
 	lost := 0
-	first := map[string]map[int64]write{}
+	first := map[string]map[int64]write{} // key → value → its first accepted write here
 	for _, w := range accepted {
 		c.count[w.key]++
 		seen := first[w.key]
@@ -117,29 +154,24 @@ func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdi
 			first[w.key] = seen
 		}
 		prev, dup := seen[w.reg]
-		if !dup && c.values[w.key].has(w.reg) {
-			lost++
-			c.muted[w.key] = true
-			v.add(Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{w.process}, Start: w.ret, End: w.ret,
-				Text: fmt.Sprintf("process %d wrote %d to %q at %s, a value accepted before the stream's segment began: one increment was lost",
-					w.process, w.reg, w.key, seconds(w.ret))})
+		switch {
+		case dup:
+			v.add(writtenTwice(prev, w))
+		case c.values[w.key].has(w.reg):
+			v.add(writtenBefore(w))
+		default:
+			seen[w.reg] = w
 			continue
 		}
-		if dup {
-			lost++
-			c.muted[w.key] = true
-			text := fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
-				prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
-			if prev.process == w.process {
-				text = fmt.Sprintf("process %d wrote %d to %q twice (at %s and %s): the register had been set back in between, so one increment was lost",
-					w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
-			}
-			v.add(Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{prev.process, w.process},
-				Start: prev.ret, End: w.ret, Text: text})
-			continue
-		}
-		seen[w.reg] = w
+		lost++
+		c.muted[w.key] = true
 	}
+	c.remember(first)
+	return lost
+}
+
+// remember adds the values accepted in a segment to those accepted before.
+func (c *resourceCarry) remember(first map[string]map[int64]write) {
 	for key, seen := range first {
 		if c.values[key] == nil {
 			c.values[key] = &runs{}
@@ -148,21 +180,35 @@ func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdi
 			c.values[key].add(reg)
 		}
 	}
-	v.Details.LostUpdates = lost
+}
 
-	stale := staleWrites(accepted, c.best)
-	for _, a := range stale {
-		v.add(a)
+// writtenTwice is the lost update of w writing the value prev wrote in the
+// same segment.
+func writtenTwice(prev, w write) Anomaly {
+	text := fmt.Sprintf("processes %d and %d both wrote %d to %q (at %s and %s): one increment was lost",
+		prev.process, w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
+	if prev.process == w.process {
+		text = fmt.Sprintf("process %d wrote %d to %q twice (at %s and %s): the register had been set back in between, so one increment was lost",
+			w.process, w.reg, w.key, seconds(prev.ret), seconds(w.ret))
 	}
-	v.Details.StaleWritesAccepted = len(stale)
-	if !last {
-		return v, c
-	}
+	return Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{prev.process, w.process},
+		Start: prev.ret, End: w.ret, Text: text}
+}
 
-	// A read begun after every write of its key had completed sees the
-	// final value; with no unknown writes of that key it must equal the
-	// number of accepted ones (unless a lost update of that key already
-	// told the same story). A write of unknown outcome mutes only its key.
+// writtenBefore is the lost update of w writing a value accepted in an
+// earlier segment of a Stream.
+func writtenBefore(w write) Anomaly {
+	return Anomaly{Kind: "lost-update", Key: w.key, Processes: []int{w.process}, Start: w.ret, End: w.ret,
+		Text: fmt.Sprintf("process %d wrote %d to %q at %s, a value accepted before the stream's segment began: one increment was lost",
+			w.process, w.reg, w.key, seconds(w.ret))}
+}
+
+// finalValues checks each key's last read against its accepted writes. A
+// read begun after every write of its key had completed sees the final
+// value; with no unknown writes of that key it must equal the number of
+// accepted ones (unless a lost update of that key already told the same
+// story). A write of unknown outcome mutes only its key.
+func (c *resourceCarry) finalValues(v *Verdict) {
 	for _, k := range slices.Sorted(maps.Keys(c.count)) {
 		n := c.count[k]
 		r, ok := c.read[k]
@@ -174,7 +220,6 @@ func (Resource) judge(ops []history.Op, before *resourceCarry, last bool) (Verdi
 				Text: fmt.Sprintf("%q ends at %d after %d accepted increments", k, f, n)})
 		}
 	}
-	return v, c
 }
 
 // runs is a set of register values as sorted, disjoint runs of

@@ -83,73 +83,105 @@ func (c *Cluster) AddRedisCluster(ctx context.Context, o RedisClusterOptions) (*
 		return nil, fmt.Errorf("cluster: a Redis Cluster runs on the local backend only: its nodes announce their links' loopback addresses")
 	}
 	rc := &RedisCluster{Options: o, cluster: c, byAddr: map[string]*Node{}}
-	var specs []NodeOptions
-	for i := 1; i <= o.Masters; i++ {
-		specs = append(specs, NodeOptions{Name: fmt.Sprintf("n%d", i), Kind: ClusterNodeKind.Name})
-	}
-	for i := 1; i <= o.Masters; i++ {
-		specs = append(specs, NodeOptions{Name: ReplicaName(fmt.Sprintf("n%d", i)), Kind: ClusterNodeKind.Name})
-	}
-	nodes, err := c.AddNodes(ctx, specs)
+	nodes, err := c.AddNodes(ctx, clusterSpecs(o.Masters))
 	if err != nil {
 		return nil, err
 	}
 	rc.Masters, rc.Replicas = nodes[:o.Masters], nodes[o.Masters:]
-	all := rc.Nodes()
-	for _, n := range all {
+	for _, step := range []func(context.Context) error{rc.announce, rc.assignSlots, rc.meet, rc.replicate} {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return rc, nil
+}
+
+// clusterSpecs are the nodes of a cluster of masters: n1..nN, then their
+// replicas.
+func clusterSpecs(masters int) []NodeOptions {
+	var specs []NodeOptions
+	for i := 1; i <= masters; i++ {
+		specs = append(specs, NodeOptions{Name: fmt.Sprintf("n%d", i), Kind: ClusterNodeKind.Name})
+	}
+	for i := 1; i <= masters; i++ {
+		specs = append(specs, NodeOptions{Name: ReplicaName(fmt.Sprintf("n%d", i)), Kind: ClusterNodeKind.Name})
+	}
+	return specs
+}
+
+// announce has every node announce its link for its replication partner
+// as its address, and sets the cluster's node timeout.
+func (rc *RedisCluster) announce(ctx context.Context) error {
+	for _, n := range rc.Nodes() {
 		l, err := n.Link(ReplicationPeer(rc.Partner(n).Name))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		host, port, _ := net.SplitHostPort(l.Addr())
 		rc.byAddr[l.Addr()] = n
 		if _, err := n.Do(ctx, "CONFIG", "SET", "cluster-announce-ip", host, "cluster-announce-port", port,
-			"cluster-node-timeout", strconv.FormatInt(o.NodeTimeout.Milliseconds(), 10)); err != nil {
-			return nil, fmt.Errorf("cluster: %s: %w", n.Name, err)
+			"cluster-node-timeout", strconv.FormatInt(rc.Options.NodeTimeout.Milliseconds(), 10)); err != nil {
+			return fmt.Errorf("cluster: %s: %w", n.Name, err)
 		}
 	}
-	per := 16384 / o.Masters
+	return nil
+}
+
+// assignSlots gives the masters the 16384 slots in equal ranges, the last
+// taking what is left over.
+func (rc *RedisCluster) assignSlots(ctx context.Context) error {
+	per := 16384 / len(rc.Masters)
 	for i, m := range rc.Masters {
 		lo, hi := i*per, (i+1)*per-1
-		if i == o.Masters-1 {
+		if i == len(rc.Masters)-1 {
 			hi = 16383
 		}
 		// Distinct epochs from the start spare the cluster settling their
 		// collisions, as redis-cli's create does.
 		if _, err := m.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1); err != nil {
-			return nil, fmt.Errorf("cluster: %s: %w", m.Name, err)
+			return fmt.Errorf("cluster: %s: %w", m.Name, err)
 		}
 		if _, err := m.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", lo, hi); err != nil {
-			return nil, fmt.Errorf("cluster: %s: %w", m.Name, err)
+			return fmt.Errorf("cluster: %s: %w", m.Name, err)
 		}
 	}
+	return nil
+}
+
+// meet introduces every node to the first, at its announced address and
+// its bus port, and waits until every node knows every other.
+func (rc *RedisCluster) meet(ctx context.Context) error {
+	all := rc.Nodes()
 	for _, n := range all[1:] {
 		host, port, _ := net.SplitHostPort(rc.announced(n))
 		r, err := n.Do(ctx, "CONFIG", "GET", "cluster-port")
 		bus, _ := r.([]any)
 		if err != nil || len(bus) != 2 {
-			return nil, fmt.Errorf("cluster: %s: its bus port: %v %v", n.Name, r, err)
+			return fmt.Errorf("cluster: %s: its bus port: %v %v", n.Name, r, err)
 		}
 		if _, err := all[0].Do(ctx, "CLUSTER", "MEET", host, port, bus[1]); err != nil {
-			return nil, fmt.Errorf("cluster: meet %s: %w", n.Name, err)
+			return fmt.Errorf("cluster: meet %s: %w", n.Name, err)
 		}
 	}
-	if err := awaitEach(ctx, all, 15*time.Second, "every node to know the others", func(n *Node) bool {
+	return awaitEach(ctx, all, 15*time.Second, "every node to know the others", func(n *Node) bool {
 		r, err := n.Do(ctx, "CLUSTER", "NODES")
 		return err == nil && strings.Count(fmt.Sprint(r), "\n") >= len(all) && !strings.Contains(fmt.Sprint(r), "handshake")
-	}); err != nil {
-		return nil, err
-	}
+	})
+}
+
+// replicate makes each replica replicate its master, and waits until every
+// replica has synced and every node finds the cluster ok.
+func (rc *RedisCluster) replicate(ctx context.Context) error {
 	for i, r := range rc.Replicas {
 		id, err := rc.Masters[i].ID(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := r.Do(ctx, "CLUSTER", "REPLICATE", id); err != nil {
-			return nil, fmt.Errorf("cluster: %s replicate %s: %w", r.Name, rc.Masters[i].Name, err)
+			return fmt.Errorf("cluster: %s replicate %s: %w", r.Name, rc.Masters[i].Name, err)
 		}
 	}
-	if err := awaitEach(ctx, all, 15*time.Second, "every replica to sync and the cluster to be ok", func(n *Node) bool {
+	return awaitEach(ctx, rc.Nodes(), 15*time.Second, "every replica to sync and the cluster to be ok", func(n *Node) bool {
 		info, err := n.clusterInfo(ctx)
 		if err != nil || info["cluster_state"] != "ok" {
 			return false
@@ -159,10 +191,7 @@ func (c *Cluster) AddRedisCluster(ctx context.Context, o RedisClusterOptions) (*
 			return err == nil && repl["master_link_status"] == "up"
 		}
 		return true
-	}); err != nil {
-		return nil, err
-	}
-	return rc, nil
+	})
 }
 
 // Nodes lists the masters, then the replicas.

@@ -253,56 +253,17 @@ func (b *backend) Start(ctx context.Context, spec cluster.ServerSpec) (cluster.S
 		return nil, err
 	}
 	name := "locktorture-" + b.run + "-" + spec.Name
-	vol, err := b.pool.Client.CreateVolume(dc.CreateVolumeOptions{Name: name, Labels: b.labels, Context: ctx})
+	volume, err := b.createVolume(ctx, spec, name)
 	if err != nil {
-		return nil, fmt.Errorf("docker: volume for %s: %w", spec.Name, err)
+		return nil, err
 	}
-	b.mu.Lock()
-	b.volumes = append(b.volumes, vol.Name)
-	b.mu.Unlock()
-	port, script := redisPort, nodeScript(spec, ip)
-	if kind == cluster.SentinelKind {
-		port = sentinelPort
-		// The config file is written on the first start only: sentinel
-		// rewrites it with what it learns, and a restart keeps that.
-		script = fmt.Sprintf(`[ -e /data/sentinel.conf ] || cat > /data/sentinel.conf <<'EOF'
-%sEOF
-exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
-	}
+	port, script := serverCommand(spec, ip)
 	exposed := dc.Port(fmt.Sprintf("%d/tcp", port))
-	var bindings map[dc.Port][]dc.PortBinding
-	if b.publish != "" {
-		// On a loopback host (Docker Desktop) the port stays there; on
-		// another machine it must be open to the harness's.
-		hostIP := ""
-		if loopback(b.publish) {
-			hostIP = "127.0.0.1"
-		}
-		bindings = map[dc.Port][]dc.PortBinding{exposed: {{HostIP: hostIP}}}
-	}
-	created, err := b.pool.Client.CreateContainer(dc.CreateContainerOptions{
-		Name: name,
-		Config: &dc.Config{Image: b.image, Hostname: spec.Name, Labels: b.labels,
-			Env: []string{"SERVER=" + script},
-			// The agent is the host's own life; the server runs under it.
-			Cmd:          []string{"sh", "-c", agentScript},
-			ExposedPorts: map[dc.Port]struct{}{exposed: {}},
-			OpenStdin:    true, AttachStdin: true, AttachStdout: true},
-		HostConfig: &dc.HostConfig{
-			// iptables inside the node's own namespace.
-			CapAdd:       []string{"NET_ADMIN"},
-			Binds:        []string{vol.Name + ":/data"},
-			NetworkMode:  b.network,
-			PortBindings: bindings,
-		},
-		NetworkingConfig: &dc.NetworkingConfig{EndpointsConfig: map[string]*dc.EndpointConfig{
-			b.network: {IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: ip}}}},
-		Context: ctx,
-	})
+	id, err := b.createContainer(ctx, spec, name, volume, ip, script, exposed)
 	if err != nil {
-		return nil, fmt.Errorf("docker: create %s: %w", spec.Name, err)
+		return nil, err
 	}
-	c := &container{b: b, spec: spec, id: created.ID, addr: net.JoinHostPort(ip, strconv.Itoa(port))}
+	c := &container{b: b, spec: spec, id: id, addr: net.JoinHostPort(ip, strconv.Itoa(port))}
 	c.reach = c.addr
 	b.mu.Lock()
 	b.servers = append(b.servers, c)
@@ -314,23 +275,103 @@ exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
 		return nil, fmt.Errorf("docker: start %s: %w", spec.Name, err)
 	}
 	if b.publish != "" {
-		// The engine picks the published port when the container starts,
-		// and keeps it while the container lives (a server's restart is
-		// inside it).
-		info, err := b.pool.Client.InspectContainerWithContext(c.id, ctx)
+		reach, err := b.published(ctx, c, exposed)
 		if err != nil {
-			return nil, fmt.Errorf("docker: inspect %s: %w", spec.Name, err)
+			return nil, err
 		}
-		pb := info.NetworkSettings.Ports[exposed]
-		if len(pb) == 0 {
-			return nil, fmt.Errorf("docker: %s: the engine published no port for %s", spec.Name, exposed)
-		}
-		c.reach = net.JoinHostPort(b.publish, pb[0].HostPort)
+		c.reach = reach
 	}
 	if err := c.Start(ctx); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// createVolume makes the volume of the server's data, named name, and
+// keeps it for Close.
+func (b *backend) createVolume(ctx context.Context, spec cluster.ServerSpec, name string) (string, error) {
+	vol, err := b.pool.Client.CreateVolume(dc.CreateVolumeOptions{Name: name, Labels: b.labels, Context: ctx})
+	if err != nil {
+		return "", fmt.Errorf("docker: volume for %s: %w", spec.Name, err)
+	}
+	b.mu.Lock()
+	b.volumes = append(b.volumes, vol.Name)
+	b.mu.Unlock()
+	return vol.Name, nil
+}
+
+// serverCommand is the port the server listens on at ip and the script
+// that runs it: redis-server, or redis-sentinel for a sentinel.
+func serverCommand(spec cluster.ServerSpec, ip string) (int, string) {
+	port, script := redisPort, nodeScript(spec, ip)
+	if spec.ServerKind() == cluster.SentinelKind {
+		port = sentinelPort
+		// The config file is written on the first start only: sentinel
+		// rewrites it with what it learns, and a restart keeps that.
+		script = fmt.Sprintf(`[ -e /data/sentinel.conf ] || cat > /data/sentinel.conf <<'EOF'
+%sEOF
+exec redis-sentinel /data/sentinel.conf`, spec.Sentinel.File(ip, port, "/data"))
+	}
+	return port, script
+}
+
+// portBindings publishes the exposed port on the engine's host, when the
+// harness reaches the nodes there (none otherwise).
+func (b *backend) portBindings(exposed dc.Port) map[dc.Port][]dc.PortBinding {
+	if b.publish == "" {
+		return nil
+	}
+	// On a loopback host (Docker Desktop) the port stays there; on
+	// another machine it must be open to the harness's.
+	hostIP := ""
+	if loopback(b.publish) {
+		hostIP = "127.0.0.1"
+	}
+	return map[dc.Port][]dc.PortBinding{exposed: {{HostIP: hostIP}}}
+}
+
+// createContainer makes the server's container, named name, at ip on the
+// run's network with volume as its /data, and returns its id.
+func (b *backend) createContainer(ctx context.Context, spec cluster.ServerSpec, name, volume, ip, script string, exposed dc.Port) (string, error) {
+	created, err := b.pool.Client.CreateContainer(dc.CreateContainerOptions{
+		Name: name,
+		Config: &dc.Config{Image: b.image, Hostname: spec.Name, Labels: b.labels,
+			Env: []string{"SERVER=" + script},
+			// The agent is the host's own life; the server runs under it.
+			Cmd:          []string{"sh", "-c", agentScript},
+			ExposedPorts: map[dc.Port]struct{}{exposed: {}},
+			OpenStdin:    true, AttachStdin: true, AttachStdout: true},
+		HostConfig: &dc.HostConfig{
+			// iptables inside the node's own namespace.
+			CapAdd:       []string{"NET_ADMIN"},
+			Binds:        []string{volume + ":/data"},
+			NetworkMode:  b.network,
+			PortBindings: b.portBindings(exposed),
+		},
+		NetworkingConfig: &dc.NetworkingConfig{EndpointsConfig: map[string]*dc.EndpointConfig{
+			b.network: {IPAMConfig: &dc.EndpointIPAMConfig{IPv4Address: ip}}}},
+		Context: ctx,
+	})
+	if err != nil {
+		return "", fmt.Errorf("docker: create %s: %w", spec.Name, err)
+	}
+	return created.ID, nil
+}
+
+// published is where the harness reaches c's exposed port on the engine's
+// host. The engine picks the published port when the container starts,
+// and keeps it while the container lives (a server's restart is inside
+// it).
+func (b *backend) published(ctx context.Context, c *container, exposed dc.Port) (string, error) {
+	info, err := b.pool.Client.InspectContainerWithContext(c.id, ctx)
+	if err != nil {
+		return "", fmt.Errorf("docker: inspect %s: %w", c.spec.Name, err)
+	}
+	pb := info.NetworkSettings.Ports[exposed]
+	if len(pb) == 0 {
+		return "", fmt.Errorf("docker: %s: the engine published no port for %s", c.spec.Name, exposed)
+	}
+	return net.JoinHostPort(b.publish, pb[0].HostPort), nil
 }
 
 // nodeScript is a data node's command: redis-server on the container's

@@ -44,26 +44,62 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 	if len(samples) == 0 {
 		return Chart{}, false, nil
 	}
-	ms := func(ns int64) float64 { return math.Max(float64(ns)/1e6, latenessFloor) }
-	byKind := map[lateness.Kind]plotter.XYs{}
-	var fs []lateness.Sample
-	xmax, ymax := 0.0, latenessFloor
-	for _, s := range samples {
-		x := float64(s.At) / 1e9
-		xmax, ymax = math.Max(xmax, x), math.Max(ymax, ms(s.Late))
-		if s.Kind.FromHistory() {
-			fs = append(fs, s)
-			continue
-		}
-		byKind[s.Kind] = append(byKind[s.Kind], plotter.XY{X: x, Y: ms(s.Late)})
-	}
-	for _, f := range faults {
-		xmax = math.Max(xmax, float64(f.End)/1e9)
-	}
+	m := measure(samples, faults)
 	p := newPlot("How late the harness ran", "lateness (ms, log scale)")
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	addBands(p, faults)
+	lines, err := addLatenessLines(p, m.windows, m.xmax)
+	if err != nil {
+		return Chart{}, false, err
+	}
+	points, err := addOverruns(p, m.overruns, m.xmax)
+	if err != nil {
+		return Chart{}, false, err
+	}
+	limits, top, err := addLimits(p, lim, m.xmax)
+	if err != nil {
+		return Chart{}, false, err
+	}
+	// From the start of the run, with room above the limit line and the
+	// worst point so neither sits on the border.
+	p.X.Min, p.X.Max, p.Y.Max = 0, math.Max(m.xmax, p.X.Max), math.Max(m.ymax, top)*3
+	p.Y.Min = math.Min(p.Y.Min, latenessFloor)
+	return Chart{Name: "lateness", Title: p.Title.Text, Series: lines + points + limits, plot: p, height: 3.5 * vg.Inch}, true, nil
+}
+
+// lateMs is a lateness in ms as drawn: never below latenessFloor.
+func lateMs(ns int64) float64 { return math.Max(float64(ns)/1e6, latenessFloor) }
+
+// measured is a run's lateness samples sorted for the chart.
+type measured struct {
+	windows    map[lateness.Kind]plotter.XYs // the windows' samples (s, ms), by kind
+	overruns   []lateness.Sample             // the faults' samples
+	xmax, ymax float64                       // the last sample or fault's end (s), the worst lateness (ms)
+}
+
+// measure sorts samples into windows and overruns, and finds how far
+// they and faults reach.
+func measure(samples []lateness.Sample, faults []Fault) measured {
+	m := measured{windows: map[lateness.Kind]plotter.XYs{}, ymax: latenessFloor}
+	for _, s := range samples {
+		x := float64(s.At) / 1e9
+		m.xmax, m.ymax = math.Max(m.xmax, x), math.Max(m.ymax, lateMs(s.Late))
+		if s.Kind.FromHistory() {
+			m.overruns = append(m.overruns, s)
+			continue
+		}
+		m.windows[s.Kind] = append(m.windows[s.Kind], plotter.XY{X: x, Y: lateMs(s.Late)})
+	}
+	for _, f := range faults {
+		m.xmax = math.Max(m.xmax, float64(f.End)/1e9)
+	}
+	return m
+}
+
+// addLatenessLines draws the timers' and the replies' windows as lines,
+// each thinned to its peaks, and returns how many it drew.
+func addLatenessLines(p *plot.Plot, windows map[lateness.Kind]plotter.XYs, xmax float64) (int, error) {
 	series := 0
 	lines := []struct {
 		kind  lateness.Kind
@@ -73,41 +109,55 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 		{lateness.Reply, "a node's replies"},
 	}
 	for i, k := range lines {
-		xys := byKind[k.kind]
+		xys := windows[k.kind]
 		if len(xys) == 0 {
 			continue
 		}
 		l, err := plotter.NewLine(peaks(xys, xmax))
 		if err != nil {
-			return Chart{}, false, err
+			return 0, err
 		}
 		l.LineStyle = draw.LineStyle{Color: palette[[]int{0, 2}[i]], Width: vg.Points(1)}
 		p.Add(l)
 		p.Legend.Add(k.label, l)
 		series++
 	}
-	if len(fs) > 0 {
-		var xys plotter.XYs
-		for _, s := range fs {
-			xys = append(xys, plotter.XY{X: float64(s.At) / 1e9, Y: ms(s.Late)})
-		}
-		sc, err := plotter.NewScatter(xys)
-		if err != nil {
-			return Chart{}, false, err
-		}
-		sc.GlyphStyle = draw.GlyphStyle{Color: palette[1], Radius: vg.Points(3), Shape: draw.PyramidGlyph{}}
-		p.Add(sc)
-		p.Legend.Add("a fault's overrun", sc)
-		series++
-		if err := labelFaults(p, fs, ms, xmax); err != nil {
-			return Chart{}, false, err
-		}
+	return series, nil
+}
+
+// addOverruns draws the faults' overruns as points, the worst of them
+// named, and returns how many series it drew (none without overruns).
+func addOverruns(p *plot.Plot, fs []lateness.Sample, xmax float64) (int, error) {
+	if len(fs) == 0 {
+		return 0, nil
 	}
-	type limitLine struct {
-		at    time.Duration
-		label string
-		dash  vg.Length
+	var xys plotter.XYs
+	for _, s := range fs {
+		xys = append(xys, plotter.XY{X: float64(s.At) / 1e9, Y: lateMs(s.Late)})
 	}
+	sc, err := plotter.NewScatter(xys)
+	if err != nil {
+		return 0, err
+	}
+	sc.GlyphStyle = draw.GlyphStyle{Color: palette[1], Radius: vg.Points(3), Shape: draw.PyramidGlyph{}}
+	p.Add(sc)
+	p.Legend.Add("a fault's overrun", sc)
+	if err := labelFaults(p, fs, lateMs, xmax); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
+
+// limitLine is one limit past which a run is starved, as a dashed line.
+type limitLine struct {
+	at    time.Duration
+	label string
+	dash  vg.Length
+}
+
+// addLimits draws lim's limits (those set) as dashed lines across the
+// chart, and returns how many it drew and the highest (ms; 0 if none).
+func addLimits(p *plot.Plot, lim lateness.Limits, xmax float64) (int, float64, error) {
 	limits := []limitLine{{lim.Timer, "starved above (timers, replies)", vg.Points(6)}}
 	if lim.Reply != lim.Timer {
 		// The lock bounds its own replies more tightly than the TTL does.
@@ -115,35 +165,39 @@ func Lateness(samples []lateness.Sample, lim lateness.Limits, faults []Fault) (C
 	}
 	limits = append(limits, limitLine{lim.Pause, "starved above (a pause's overrun)", vg.Points(3)},
 		limitLine{lim.Fault, "starved above (a restart)", vg.Points(2)})
+	series, top := 0, 0.0
 	for _, lim := range limits {
 		if lim.at <= 0 {
 			continue
 		}
 		y := float64(lim.at) / 1e6
-		l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: y}, {X: xmax, Y: y}})
-		if err != nil {
-			return Chart{}, false, err
+		if err := addLimit(p, lim, y, xmax); err != nil {
+			return 0, 0, err
 		}
-		l.LineStyle = draw.LineStyle{Color: colorBad, Width: vg.Points(1.2), Dashes: []vg.Length{lim.dash, vg.Points(4)}}
-		p.Add(l)
-		p.Legend.Add(lim.label, l)
 		series++
-		// The limit's value, which a log axis does not let a reader read
-		// off, is written on its line.
-		v, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: 0, Y: y}}, Labels: []string{lim.at.String()}})
-		if err != nil {
-			return Chart{}, false, err
-		}
-		v.TextStyle[0].Font.Size, v.TextStyle[0].Color = vg.Points(8), colorBad
-		v.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(2)}
-		p.Add(v)
-		ymax = math.Max(ymax, y)
+		top = math.Max(top, y)
 	}
-	// From the start of the run, with room above the limit line and the
-	// worst point so neither sits on the border.
-	p.X.Min, p.X.Max, p.Y.Max = 0, math.Max(xmax, p.X.Max), ymax*3
-	p.Y.Min = math.Min(p.Y.Min, latenessFloor)
-	return Chart{Name: "lateness", Title: p.Title.Text, Series: series, plot: p, height: 3.5 * vg.Inch}, true, nil
+	return series, top, nil
+}
+
+// addLimit draws one limit at y ms, with its value written on its line: a
+// log axis does not let a reader read it off.
+func addLimit(p *plot.Plot, lim limitLine, y, xmax float64) error {
+	l, err := plotter.NewLine(plotter.XYs{{X: 0, Y: y}, {X: xmax, Y: y}})
+	if err != nil {
+		return err
+	}
+	l.LineStyle = draw.LineStyle{Color: colorBad, Width: vg.Points(1.2), Dashes: []vg.Length{lim.dash, vg.Points(4)}}
+	p.Add(l)
+	p.Legend.Add(lim.label, l)
+	v, err := plotter.NewLabels(plotter.XYLabels{XYs: plotter.XYs{{X: 0, Y: y}}, Labels: []string{lim.at.String()}})
+	if err != nil {
+		return err
+	}
+	v.TextStyle[0].Font.Size, v.TextStyle[0].Color = vg.Points(8), colorBad
+	v.Offset = vg.Point{X: vg.Points(3), Y: vg.Points(2)}
+	p.Add(v)
+	return nil
 }
 
 // labelFaults names the worst fault samples beside their points; a name

@@ -91,30 +91,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The story the run was told: the one it kept (a random run's drawn
-	// plan, a file's), or the catalogue's (a sweep point's run).
-	var story scenario.Scenario
-	if stored.Told != nil {
-		story = *stored.Told
-	} else if story, err = scenario.Lookup(stored.Scenario); err != nil || story.Plan == nil {
-		return nil, fmt.Errorf("%s: the run's story %s has no plan to shrink", o.Dir, stored.Scenario)
-	}
-	// What the run showed: an exploration's finding, else its outcome (a
-	// sweep point's double holder or corrupted resource).
-	shows := func(r *engine.Result) bool { return r.Finding != "" }
-	what := "its finding"
-	if stored.Finding == "" {
-		if !stored.Outcome.Judged() || stored.Outcome == verdict.Safe || stored.Outcome == verdict.PromiseKept {
-			return nil, fmt.Errorf("%s: the run shows nothing to shrink (outcome %s)", o.Dir, stored.Outcome)
-		}
-		shows = func(r *engine.Result) bool { return r.Outcome == stored.Outcome }
-		what = "outcome " + string(stored.Outcome)
-	}
-	ttl, err := time.ParseDuration(stored.TTL)
+	story, err := toldStory(o.Dir, stored)
 	if err != nil {
 		return nil, err
 	}
-	limit, err := time.ParseDuration(stored.TimeLimit)
+	shows, what, err := finding(o.Dir, stored)
+	if err != nil {
+		return nil, err
+	}
+	ttl, limit, err := timing(stored)
 	if err != nil {
 		return nil, err
 	}
@@ -124,42 +109,15 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Story: story.Name, Lock: stored.Lock, Shows: what, From: story.Plan, ClientsFrom: stored.Clients, ClientsTo: stored.Clients, Dir: dir}
-	replay := func(p scenario.Plan, clients, n int) int {
-		s := story
-		s.Plan = p
-		shown := make([]bool, n)
-		engine.Spread(ctx, o.Parallel, n, func(i int) {
-			run := engine.Options{Story: &s, Lock: stored.Lock, Seed: stored.Seed, Clients: clients, TTL: ttl, TimeLimit: limit,
-				Backend: stored.Backend, Out: filepath.Join(dir, "replays"), Params: stored.Params}
-			r, err := engine.Run(ctx, run)
-			if err == nil {
-				_ = report.Write(r)
-				shown[i] = shows(r)
-			}
-		})
-		count := 0
-		for _, ok := range shown {
-			if ok {
-				count++
-			}
-		}
-		return count
-	}
-	try := func(change string, p scenario.Plan, clients int) bool {
-		shown := replay(p, clients, o.Replays)
-		t := Try{Change: change, Shown: shown, Runs: o.Replays, Kept: shown >= o.Keep}
-		res.Tries = append(res.Tries, t)
-		o.Logf("%s: shown %d of %d%s", change, shown, o.Replays, map[bool]string{true: ", kept", false: ""}[t.Kept])
-		return t.Kept
-	}
-	plan, clients := Smaller(story.Plan, stored.Clients, try, ctx.Err)
+	r := replayer{ctx: ctx, o: o, stored: stored, story: story, shows: shows, ttl: ttl, limit: limit, dir: dir}
+	plan, clients := Smaller(story.Plan, stored.Clients, r.tries(res), ctx.Err)
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
 	res.To, res.ClientsTo = plan, clients
 	res.Removed = removed(story.Plan, plan, stored.Clients, clients)
 	res.Final = o.Final
-	res.Shown = replay(plan, clients, o.Final)
+	res.Shown = r.replay(plan, clients, o.Final)
 	shrunk := story
 	shrunk.Plan = plan
 	shrunk.Clients = clients
@@ -169,6 +127,93 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	return res, res.write()
+}
+
+// toldStory is the story the run stored in dir was told: the one it kept
+// (a random run's drawn plan, a file's), or the catalogue's (a sweep
+// point's run).
+func toldStory(dir string, stored *engine.Result) (scenario.Scenario, error) {
+	if stored.Told != nil {
+		return *stored.Told, nil
+	}
+	story, err := scenario.Lookup(stored.Scenario)
+	if err != nil || story.Plan == nil {
+		return story, fmt.Errorf("%s: the run's story %s has no plan to shrink", dir, stored.Scenario)
+	}
+	return story, nil
+}
+
+// finding is what the run stored in dir showed, as a test of a replay and
+// in words: an exploration's finding, else its outcome (a sweep point's
+// double holder or corrupted resource).
+func finding(dir string, stored *engine.Result) (func(*engine.Result) bool, string, error) {
+	if stored.Finding != "" {
+		return func(r *engine.Result) bool { return r.Finding != "" }, "its finding", nil
+	}
+	if !stored.Outcome.Judged() || stored.Outcome == verdict.Safe || stored.Outcome == verdict.PromiseKept {
+		return nil, "", fmt.Errorf("%s: the run shows nothing to shrink (outcome %s)", dir, stored.Outcome)
+	}
+	return func(r *engine.Result) bool { return r.Outcome == stored.Outcome }, "outcome " + string(stored.Outcome), nil
+}
+
+// timing is the stored run's TTL and time limit, which every replay keeps.
+func timing(stored *engine.Result) (ttl, limit time.Duration, err error) {
+	if ttl, err = time.ParseDuration(stored.TTL); err != nil {
+		return 0, 0, err
+	}
+	if limit, err = time.ParseDuration(stored.TimeLimit); err != nil {
+		return 0, 0, err
+	}
+	return ttl, limit, nil
+}
+
+// replayer replays candidates of a stored run's schedule: its story, lock,
+// seed, backend and parameters, with the plan and clients changed.
+type replayer struct {
+	ctx        context.Context
+	o          Options
+	stored     *engine.Result
+	story      scenario.Scenario
+	shows      func(*engine.Result) bool
+	ttl, limit time.Duration
+	dir        string
+}
+
+// replay runs p with clients n times, o.Parallel at once, and says how
+// many of the runs showed the finding. A run that fails to run shows
+// nothing.
+func (r replayer) replay(p scenario.Plan, clients, n int) int {
+	s := r.story
+	s.Plan = p
+	shown := make([]bool, n)
+	engine.Spread(r.ctx, r.o.Parallel, n, func(i int) {
+		run := engine.Options{Story: &s, Lock: r.stored.Lock, Seed: r.stored.Seed, Clients: clients, TTL: r.ttl, TimeLimit: r.limit,
+			Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
+		got, err := engine.Run(r.ctx, run)
+		if err == nil {
+			_ = report.Write(got)
+			shown[i] = r.shows(got)
+		}
+	})
+	count := 0
+	for _, ok := range shown {
+		if ok {
+			count++
+		}
+	}
+	return count
+}
+
+// tries is Smaller's try: it replays a candidate o.Replays times, keeps
+// it when o.Keep of them show the finding, and records the try in res.
+func (r replayer) tries(res *Result) func(change string, p scenario.Plan, clients int) bool {
+	return func(change string, p scenario.Plan, clients int) bool {
+		shown := r.replay(p, clients, r.o.Replays)
+		t := Try{Change: change, Shown: shown, Runs: r.o.Replays, Kept: shown >= r.o.Keep}
+		res.Tries = append(res.Tries, t)
+		r.o.Logf("%s: shown %d of %d%s", change, shown, r.o.Replays, map[bool]string{true: ", kept", false: ""}[t.Kept])
+		return t.Kept
+	}
 }
 
 func (o Options) withDefaults() Options {
@@ -202,28 +247,54 @@ func (o Options) withDefaults() Options {
 // plan's, then halves the clients while the finding stays (down to 2).
 // stop ends it early (a cancelled context).
 func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Plan, clients int) bool, stop func() error) (scenario.Plan, int) {
-	var faults, rest scenario.Plan
+	s := shrinking{clients: clients, try: try, stop: stop}
+	var faults scenario.Plan
 	for _, st := range p {
 		if st.Do == "heal-all" {
-			rest = append(rest, st)
+			s.rest = append(s.rest, st)
 		} else {
 			faults = append(faults, st)
 		}
 	}
-	with := func(fs scenario.Plan) scenario.Plan { return append(append(scenario.Plan{}, fs...), rest...) }
-	// Delta debugging's complement steps: take out one of n chunks; on
-	// success go on with what is left at the same granularity, else split
-	// finer, until chunks are single faults.
+	faults, stopped := s.fewerFaults(faults)
+	if stopped {
+		return s.with(faults), s.clients
+	}
+	faults = s.shorterFaults(faults)
+	faults = s.laterFaults(faults, planEnd(p))
+	s.fewerClients(faults)
+	return s.with(faults), s.clients
+}
+
+// shrinking is Smaller's state between its steps: the heal-all steps it
+// keeps as they are, the clients so far, and its try and stop.
+type shrinking struct {
+	rest    scenario.Plan
+	clients int
+	try     func(change string, p scenario.Plan, clients int) bool
+	stop    func() error
+}
+
+// with is the plan of faults, the heal-all steps after them.
+func (s *shrinking) with(faults scenario.Plan) scenario.Plan {
+	return append(append(scenario.Plan{}, faults...), s.rest...)
+}
+
+// fewerFaults takes out what faults it can with delta debugging's
+// complement steps: take out one of n chunks; on success go on with what
+// is left at the same granularity, else split finer, until chunks are
+// single faults. It says whether stop ended it.
+func (s *shrinking) fewerFaults(faults scenario.Plan) (scenario.Plan, bool) {
 	for n := 2; len(faults) > 0 && n <= 2*len(faults); {
-		if stop() != nil {
-			return with(faults), clients
+		if s.stop() != nil {
+			return faults, true
 		}
 		chunk := (len(faults) + n - 1) / n
 		removedOne := false
 		for i := 0; i < len(faults); i += chunk {
 			j := min(i+chunk, len(faults))
 			cand := append(append(scenario.Plan{}, faults[:i]...), faults[j:]...)
-			if try("without "+words(faults[i:j]), with(cand), clients) {
+			if s.try("without "+words(faults[i:j]), s.with(cand), s.clients) {
 				faults, removedOne = cand, true
 				break
 			}
@@ -237,27 +308,40 @@ func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Pl
 			n = min(2*n, len(faults))
 		}
 	}
-	// Shorter faults: each that is undone at until, half as long.
+	return faults, false
+}
+
+// shorterFaults tries each fault that is undone at until lasting half as
+// long.
+func (s *shrinking) shorterFaults(faults scenario.Plan) scenario.Plan {
 	for i, st := range faults {
-		if stop() != nil || st.Until.IsZero() || st.Until.Param != "" || st.At.Param != "" {
+		if s.stop() != nil || st.Until.IsZero() || st.Until.Param != "" || st.At.Param != "" {
 			continue
 		}
 		cand := append(scenario.Plan{}, faults...)
 		cand[i].Until = ttls(st.At.V + (st.Until.V-st.At.V)/2)
-		if try(fmt.Sprintf("%s lasting %s TTLs, not %s", words(faults[i:i+1]), ttls(cand[i].Until.V-st.At.V), ttls(st.Until.V-st.At.V)), with(cand), clients) {
+		if s.try(fmt.Sprintf("%s lasting %s TTLs, not %s", words(faults[i:i+1]), ttls(cand[i].Until.V-st.At.V), ttls(st.Until.V-st.At.V)), s.with(cand), s.clients) {
 			faults = cand
 		}
 	}
-	// Later starts: each fault moves by half what is left between its end
-	// and the plan's, lasting as long: a finding that
-	// needs no warm-up before its fault shows that, and one that does
-	// keeps its start.
+	return faults
+}
+
+// planEnd is the latest start or end of any step of p, in TTLs.
+func planEnd(p scenario.Plan) float64 {
 	end := 0.0
 	for _, st := range p {
 		end = max(end, st.At.V, st.Until.V)
 	}
+	return end
+}
+
+// laterFaults tries each fault moved later by half what is left between
+// its end and the plan's (end), lasting as long: a finding that needs no
+// warm-up before its fault shows that, and one that does keeps its start.
+func (s *shrinking) laterFaults(faults scenario.Plan, end float64) scenario.Plan {
 	for i, st := range faults {
-		if stop() != nil || st.At.Param != "" || st.Until.Param != "" {
+		if s.stop() != nil || st.At.Param != "" || st.Until.Param != "" {
 			continue
 		}
 		last := max(st.At.V, st.Until.V)
@@ -270,19 +354,22 @@ func Smaller(p scenario.Plan, clients int, try func(change string, p scenario.Pl
 		if !st.Until.IsZero() {
 			cand[i].Until = ttls(st.Until.V + shift)
 		}
-		if try(fmt.Sprintf("%s starting at %g TTLs, not %g", words(faults[i:i+1]), cand[i].At.V, st.At.V), with(cand), clients) {
+		if s.try(fmt.Sprintf("%s starting at %g TTLs, not %g", words(faults[i:i+1]), cand[i].At.V, st.At.V), s.with(cand), s.clients) {
 			faults = cand
 		}
 	}
-	// Fewer clients.
-	for clients > 2 && stop() == nil {
-		fewer := max(clients/2, 2)
-		if !try(fmt.Sprintf("%d clients, not %d", fewer, clients), with(faults), fewer) {
+	return faults
+}
+
+// fewerClients halves the clients while the finding stays, down to 2.
+func (s *shrinking) fewerClients(faults scenario.Plan) {
+	for s.clients > 2 && s.stop() == nil {
+		fewer := max(s.clients/2, 2)
+		if !s.try(fmt.Sprintf("%d clients, not %d", fewer, s.clients), s.with(faults), fewer) {
 			break
 		}
-		clients = fewer
+		s.clients = fewer
 	}
-	return with(faults), clients
 }
 
 // ttls is n TTLs to a millionth, so halving and moving print as a person

@@ -256,9 +256,6 @@ func (w *worker) loop(stop, abort context.Context) {
 	}
 }
 
-// cycle is one pass through the critical section. Cycles started before
-// stop always finish (with abort as the only way out), so a paused holder
-// still gets to make its late write.
 // skew is how far the nemesis has set the client's clock off (0 for a
 // clock it cannot skew): read from the clock, not by comparing two
 // readings, which a descheduled goroutine would make differ.
@@ -269,8 +266,31 @@ func (w *worker) skew() time.Duration {
 	return 0
 }
 
+// cycle is one pass through the critical section. Cycles started before
+// stop always finish (with abort as the only way out), so a paused holder
+// still gets to make its late write. Each step records its op and says
+// whether the cycle goes on: not after a refused acquire, a stop at a
+// pause point that killed the process, or an op that retired it.
 func (w *worker) cycle(ctx context.Context) {
-	key, reg := w.o.Key, w.o.Register
+	lease, ok := w.acquire(ctx)
+	if !ok {
+		return
+	}
+	r, ok := w.read(ctx)
+	if !ok {
+		return
+	}
+	w.work(ctx)
+	if !w.pass(ctx, BeforeWrite) || !w.write(ctx, r+1, lease) || !w.pass(ctx, BeforeRelease) {
+		return
+	}
+	w.release(ctx, lease)
+}
+
+// acquire takes the lock, recording the lease's deadline in harness time
+// when it has one.
+func (w *worker) acquire(ctx context.Context) (locks.Lease, bool) {
+	key := w.o.Key
 	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
 	var lease locks.Lease
 	skew := w.skew()
@@ -283,75 +303,94 @@ func (w *worker) cycle(ctx context.Context) {
 	case crashed:
 		w.rec.Complete(inv, history.Info, nil, errCrashed)
 		w.retire()
-		return
+		return lease, false
 	case errors.Is(err, locks.ErrNotAcquired):
 		w.rec.Complete(inv, history.Fail, nil, err)
-		return
+		return lease, false
 	case err != nil:
 		w.rec.Complete(inv, history.Info, nil, err)
 		w.retire()
-		return
+		return lease, false
 	}
 	val := &history.Value{Token: lease.Token, Fence: lease.Fence}
 	if !lease.ValidUntil.IsZero() && !skewMoved {
 		val.Deadline = w.rec.Now() + int64(lease.ValidUntil.Sub(w.c.Clock.Now()))
 	}
 	w.rec.Complete(inv, history.OK, val, nil)
+	return lease, true
+}
 
-	inv = w.rec.Invoke(w.process, history.Read, reg, nil)
+// read reads the register.
+func (w *worker) read(ctx context.Context) (int64, bool) {
+	reg := w.o.Register
+	inv := w.rec.Invoke(w.process, history.Read, reg, nil)
 	r, err := w.p.Store.Read(ctx, reg)
 	if err != nil || w.dead() {
 		err = cmp.Or(err, errCrashed)
 		w.rec.Complete(inv, history.Info, nil, err)
 		w.retire()
-		return
+		return 0, false
 	}
 	w.rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(r)}, nil)
+	return r, true
+}
 
+// work holds the lock for o.Hold, the work inside the critical section.
+func (w *worker) work(ctx context.Context) {
 	if w.o.Hold > 0 {
 		select {
 		case <-ctx.Done():
 		case <-time.After(w.o.Hold):
 		}
 	}
+}
+
+// pass stops at the gate's pause point, if there is a gate, and says
+// whether the process lived through it.
+func (w *worker) pass(ctx context.Context, point string) bool {
 	if w.o.Gate != nil {
-		if err := w.o.Gate.At(ctx, w.client, w.process, BeforeWrite); err != nil {
+		if err := w.o.Gate.At(ctx, w.client, w.process, point); err != nil {
 			w.crash(err)
-			return
+			return false
 		}
 	}
+	return true
+}
 
-	inv = w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(r + 1), Fence: lease.Fence})
+// write writes v to the register, fenced with the lease's token, unless
+// the lock has said the lease was lost. A refused write leaves the
+// process to release.
+func (w *worker) write(ctx context.Context, v int64, lease locks.Lease) bool {
+	reg := w.o.Register
+	inv := w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(v), Fence: lease.Fence})
+	var err error
 	select {
 	case <-lease.Lost:
 		err = ErrLeaseLost
 	default:
-		err = w.p.Store.Write(ctx, reg, r+1, lease.Fence)
+		err = w.p.Store.Write(ctx, reg, v, lease.Fence)
 	}
 	switch {
 	case w.dead():
 		w.rec.Complete(inv, history.Info, nil, cmp.Or(err, errCrashed))
 		w.retire()
-		return
+		return false
 	case errors.Is(err, ErrStale), errors.Is(err, ErrLeaseLost):
 		w.rec.Complete(inv, history.Fail, nil, err)
 	case err != nil:
 		w.rec.Complete(inv, history.Info, nil, err)
 		w.retire()
-		return
+		return false
 	default:
 		w.rec.Complete(inv, history.OK, nil, nil)
 	}
+	return true
+}
 
-	if w.o.Gate != nil {
-		if err := w.o.Gate.At(ctx, w.client, w.process, BeforeRelease); err != nil {
-			w.crash(err)
-			return
-		}
-	}
-
-	inv = w.rec.Invoke(w.process, history.Release, key, &history.Value{Token: lease.Token})
-	crashed, err = w.lockOp(ctx, history.Release, func(ctx context.Context) error { return w.p.Lock.Release(ctx, lease) })
+// release gives the lease back.
+func (w *worker) release(ctx context.Context, lease locks.Lease) {
+	inv := w.rec.Invoke(w.process, history.Release, w.o.Key, &history.Value{Token: lease.Token})
+	crashed, err := w.lockOp(ctx, history.Release, func(ctx context.Context) error { return w.p.Lock.Release(ctx, lease) })
 	switch {
 	case crashed:
 		w.rec.Complete(inv, history.Info, nil, errCrashed)

@@ -46,9 +46,31 @@ func Setup(o Options) error {
 	}
 	start := time.Now()
 	did := false
+	missing := findMissing(o.Only == StepBuild, logf)
+	if o.Only != StepBuild {
+		left, installed, err := installPackages(o.Packages, missing, logf)
+		if err != nil {
+			return err
+		}
+		missing, did = left, installed
+	}
+	if o.Only != StepPackages {
+		built, err := buildPieces(missing, logf)
+		if err != nil {
+			return err
+		}
+		missing, did = nil, did || built
+	}
+	logDone(time.Since(start), missing, did, logf)
+	return nil
+}
+
+// findMissing lists the pieces that are not there (only those built, if
+// builtOnly), saying of each whether it is.
+func findMissing(builtOnly bool, logf func(string, ...any)) []Piece {
 	var missing []Piece
 	for _, p := range Pieces {
-		if o.Only == StepBuild && p.Build == nil {
+		if builtOnly && p.Build == nil {
 			continue
 		}
 		if path, err := p.Find(); err == nil {
@@ -58,65 +80,75 @@ func Setup(o Options) error {
 			missing = append(missing, p)
 		}
 	}
+	return missing
+}
 
-	if o.Only != StepBuild {
-		want := slices.Clone(o.Packages)
-		for _, p := range missing {
-			want = append(want, p.Packages...)
+// installPackages installs extra and the packages of the missing pieces
+// that are not installed, and returns the missing pieces left to build and
+// whether it installed anything. What a package provides must be there
+// after: a piece still missing is an error.
+func installPackages(extra []string, missing []Piece, logf func(string, ...any)) ([]Piece, bool, error) {
+	want := slices.Clone(extra)
+	for _, p := range missing {
+		want = append(want, p.Packages...)
+	}
+	need, err := notInstalled(want)
+	if err != nil {
+		return nil, false, err
+	}
+	installed := false
+	if len(need) > 0 {
+		if err := aptInstall(need, logf); err != nil {
+			return nil, false, err
 		}
-		need, err := notInstalled(want)
+		installed = true
+	} else if len(extra) > 0 {
+		logf("packages %s: there", strings.Join(extra, " "))
+	}
+	var left []Piece
+	for _, p := range missing {
+		if p.Build != nil {
+			left = append(left, p)
+			continue
+		}
+		path, err := p.Find()
 		if err != nil {
-			return err
+			return nil, false, fmt.Errorf("%s: still missing after apt-get install %s: %v", p.Name, strings.Join(p.Packages, " "), err)
 		}
-		if len(need) > 0 {
-			if err := aptInstall(need, logf); err != nil {
-				return err
-			}
-			did = true
-		} else if len(o.Packages) > 0 {
-			logf("packages %s: there", strings.Join(o.Packages, " "))
-		}
-		// What a package provides must be there now; what is built is
-		// built next.
-		var left []Piece
-		for _, p := range missing {
-			if p.Build != nil {
-				left = append(left, p)
-				continue
-			}
-			path, err := p.Find()
-			if err != nil {
-				return fmt.Errorf("%s: still missing after apt-get install %s: %v", p.Name, strings.Join(p.Packages, " "), err)
-			}
-			logf("%s: installed (%s)", p.Name, path)
-		}
-		missing = left
+		logf("%s: installed (%s)", p.Name, path)
 	}
+	return left, installed, nil
+}
 
-	if o.Only != StepPackages {
-		for _, p := range missing {
-			begun := time.Now()
-			if err := p.Build(logf); err != nil {
-				return fmt.Errorf("%s: %w", p.Name, err)
-			}
-			path, err := p.Find()
-			if err != nil {
-				return fmt.Errorf("%s: built, yet %v", p.Name, err)
-			}
-			logf("%s: built in %s (%s)", p.Name, time.Since(begun).Round(time.Second), path)
-			did = true
+// buildPieces builds each of pieces and finds it built, and says whether
+// it built anything.
+func buildPieces(pieces []Piece, logf func(string, ...any)) (bool, error) {
+	for _, p := range pieces {
+		begun := time.Now()
+		if err := p.Build(logf); err != nil {
+			return false, fmt.Errorf("%s: %w", p.Name, err)
 		}
-		missing = nil
+		path, err := p.Find()
+		if err != nil {
+			return false, fmt.Errorf("%s: built, yet %v", p.Name, err)
+		}
+		logf("%s: built in %s (%s)", p.Name, time.Since(begun).Round(time.Second), path)
 	}
+	return len(pieces) > 0, nil
+}
 
-	took := time.Since(start).Round(time.Millisecond)
+// logDone says how Setup ended and how long it took: with pieces left for
+// the build step, having installed or built something, or finding
+// everything there.
+func logDone(took time.Duration, left []Piece, did bool, logf func(string, ...any)) {
+	took = took.Round(time.Millisecond)
 	if took > time.Second {
 		took = took.Round(100 * time.Millisecond)
 	}
 	switch {
-	case len(missing) > 0:
-		names := make([]string, len(missing))
-		for i, p := range missing {
+	case len(left) > 0:
+		names := make([]string, len(left))
+		for i, p := range left {
 			names[i] = p.Name
 		}
 		logf("packages done in %s; left for the build step: %s", took, strings.Join(names, ", "))
@@ -125,7 +157,6 @@ func Setup(o Options) error {
 	default:
 		logf("everything is there (%s)", took)
 	}
-	return nil
 }
 
 // notInstalled is pkgs less those dpkg says are installed, without
