@@ -25,8 +25,8 @@ type mode struct {
 	// flag given is refused; a mode that takes -out writes under it, which
 	// is checked to be writable before the mode starts.
 	takes []string
-	// run carries the mode out once its flags passed the checks above:
-	// exit 0, 1, 2 or 130 as main says.
+	// run carries the mode out, once run has checked its flags (refuse,
+	// badValue, -out writable): exit 0, 1, 2 or 130 as main says.
 	run func(ctx context.Context, f *flags, stdout, stderr io.Writer) int
 }
 
@@ -34,9 +34,9 @@ type mode struct {
 // options, the locks and how many runs go at once.
 var runFlags = []string{"lock", "clients", "ttl", "time-limit", "seed", "out", "backend", "client-procs", "parallel"}
 
-// modes are the named modes, the first named on the command line winning:
-// the order says which mode refuses the other's flag when two are named
-// (-sweep with -explore is refused by -sweep).
+// modes are the modes named by a flag. When two are named, the one first
+// in this list runs, and refuses the other's flag (-sweep with -explore is
+// refused by -sweep).
 var modes = []mode{listMode, printMode, checkMode, shrinkMode, mergeMode, fileMode, sweepMode, exploreMode}
 
 // pick is the mode the flags name: the first of modes whose flag is
@@ -51,8 +51,8 @@ func pick(f *flags) mode {
 }
 
 // refuse says, in one line, which flags given m does not take, or "" when
-// it takes every one. The matrix refuses only flags of other modes (each
-// mode's own flag names that mode), and says which to give.
+// it takes every one. The matrix runs when no mode is named, so a flag it
+// refuses belongs to a mode left out: it says which modes take it.
 func (m mode) refuse(f *flags) string {
 	var extra []string
 	for _, name := range f.given {

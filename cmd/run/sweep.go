@@ -42,10 +42,6 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 		fmt.Fprintln(stderr, "run: -sweep needs -lock (one or more locks, one curve each)")
 		return 2
 	}
-	if runs < 1 {
-		fmt.Fprintf(stderr, "run: -runs %d: want at least 1\n", runs)
-		return 2
-	}
 	s, err := scenario.Lookup(base.Scenario)
 	if err != nil {
 		fmt.Fprintf(stderr, "run: -sweep: %v\n", err)
