@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,13 @@ import (
 	"github.com/locktorture/locktorture/explore"
 	"github.com/locktorture/locktorture/report"
 )
+
+// checkMode judges stored runs again, and starts none: what it reads is
+// under its own DIR, and what it rewrites is there too.
+var checkMode = mode{flag: "check", does: "judges the runs stored under its DIR again, starting nothing",
+	run: func(_ context.Context, f *flags, stdout, stderr io.Writer) int {
+		return checkStored(f.check, stdout, stderr)
+	}}
 
 // checkStored judges the runs stored under dir again (report.Check), points
 // the explorations stored there at their runs' new verdicts, and says, run

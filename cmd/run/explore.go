@@ -16,6 +16,14 @@ import (
 	"github.com/locktorture/locktorture/scenario"
 )
 
+// exploreMode explores each -lock's command boundaries. It picks its own
+// stories and faults, so of the flags it takes only those that shape each
+// run (runFlags).
+var exploreMode = mode{flag: "explore", does: "picks its own runs (scenario boundary at each boundary it learns)", takes: runFlags,
+	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
+		return exploreBoundaries(ctx, f.runOptions(stdout), split(f.lockNames), f.parallel, stdout, stderr)
+	}}
+
 // exploreBoundaries runs package explore over each lock named, one lock
 // after another (each spreads its runs over the seats), and prints each
 // lock's coverage as it ends. Exit status: 0 no finding and every run

@@ -10,6 +10,19 @@ import (
 	"github.com/locktorture/locktorture/shrink"
 )
 
+// shrinkMode shrinks a stored run's finding. The run's own story, lock and
+// options are what it replays, so it takes only how many replays, how many
+// at once, and where to write.
+var shrinkMode = mode{flag: "shrink", does: "replays the run stored in its DIR as that run was told", takes: []string{"runs", "parallel", "out"},
+	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
+		// Unset, shrink picks its own default (4), not -sweep's 10.
+		replays := 0
+		if f.has("runs") {
+			replays = f.runs
+		}
+		return shrinkRun(ctx, f.shrink, replays, f.parallel, f.out, stdout, stderr)
+	}}
+
 // shrinkRun shrinks the finding of the run stored in dir (package
 // shrink): exit 0 with the smallest schedule written, 1 when the shrink
 // failed, 2 when dir holds no run with a finding to shrink.

@@ -1,13 +1,36 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/locktorture/locktorture/scenario"
 )
+
+// printMode prints a built-in story as a scenario file, and runs nothing.
+var printMode = mode{flag: "print-scenario", does: "prints a built-in story as a scenario file, then exits",
+	run: func(_ context.Context, f *flags, stdout, stderr io.Writer) int {
+		return printScenario(f.printStory, stdout, stderr)
+	}}
+
+// fileMode runs the stories scenario files tell, as the matrix runs the
+// catalogue's: the files name the stories, so it takes no -scenario, and
+// each story runs as its file tells it, so no -probe, -sweep or -explore.
+var fileMode = mode{flag: "scenario-file", does: "names the stories to run",
+	takes: slices.Concat(runFlags, []string{"service", "shard", "v"}),
+	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
+		told, names, err := readStories(split(f.storyFiles))
+		if err != nil {
+			fmt.Fprintf(stderr, "run: -scenario-file %v\n", err)
+			return 2
+		}
+		f.scenarios = names
+		return runMatrix(ctx, f, told, stdout, stderr)
+	}}
 
 // printScenario writes the built-in story name as a scenario file: exit 0,
 // or 2 with one line when there is no such story or it has no file form.

@@ -2,10 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/locktorture/locktorture/engine"
@@ -13,6 +12,21 @@ import (
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/sweep"
 )
+
+// sweepMode runs one story over a range of one parameter. Its locks are
+// the ones -lock names, not a -service's, and its faults its story's, so
+// it takes no -service and no -probe.
+var sweepMode = mode{flag: "sweep", does: "runs one story over a range of one parameter",
+	takes: slices.Concat(runFlags, []string{"scenario", "shard", "runs"}),
+	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
+		if len(split(f.scenarios)) != 1 || f.scenarios == "all" {
+			fmt.Fprintln(stderr, "run: -sweep runs one story: name it with -scenario")
+			return 2
+		}
+		base := f.runOptions(stdout)
+		base.Scenario = f.scenarios
+		return runSweep(ctx, base, f.sweep, f.runs, split(f.lockNames), f.shard, f.parallel, stdout, stderr)
+	}}
 
 // runSweep runs package sweep for one story and the locks named, and
 // prints its table. Exit status: 0 the sweep ran and every run was
@@ -26,10 +40,6 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 	}
 	if len(locks) == 0 {
 		fmt.Fprintln(stderr, "run: -sweep needs -lock (one or more locks, one curve each)")
-		return 2
-	}
-	if runs < 1 {
-		fmt.Fprintf(stderr, "run: -runs %d: want at least 1\n", runs)
 		return 2
 	}
 	s, err := scenario.Lookup(base.Scenario)
@@ -99,26 +109,4 @@ func printSweep(sw *sweep.Sweep, stdout io.Writer, out string) int {
 		}
 	}
 	return 0
-}
-
-// sweepShards says whether every one of dirs holds a sweep (its -out, or
-// the sweep's own directory), so -merge joins them as a sweep; a matrix
-// shard holds a summary.json. Some of each, or neither, is an error.
-func sweepShards(dirs []string) (bool, error) {
-	sweeps := 0
-	for _, d := range dirs {
-		nested, _ := filepath.Glob(filepath.Join(d, "sweeps", "*", "*", "sweep.json"))
-		own, _ := filepath.Glob(filepath.Join(d, "sweep.json"))
-		summary, _ := filepath.Glob(filepath.Join(d, "summary.json"))
-		switch {
-		case len(nested)+len(own) > 0 && len(summary) > 0:
-			return false, fmt.Errorf("%s holds both a matrix (summary.json) and a sweep: give each its own -out", d)
-		case len(nested)+len(own) > 0:
-			sweeps++
-		}
-	}
-	if sweeps > 0 && sweeps < len(dirs) {
-		return false, errors.New("some directories hold a sweep and some do not: merge a sweep's shards or a matrix's, not both")
-	}
-	return sweeps > 0, nil
 }

@@ -1,0 +1,142 @@
+package main
+
+// The flags, parsed once for every mode. Their names, defaults and
+// meanings are what users and scripts type, so they live in one place;
+// which of them a mode reads is that mode's declaration (modes.go).
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/engine"
+)
+
+// flags holds every flag's value after parsing.
+type flags struct {
+	scenarios, lockNames, services string
+	clients, parallel, runs        int
+	ttl, timeLimit                 time.Duration
+	seed                           int64
+	out, backend, shard, probe     string
+	check, merge, sweep, shrink    string
+	printStory, storyFiles         string
+	list, procs, explore, verbose  bool
+
+	set *flag.FlagSet
+	// given names the flags set on the command line. A boolean set to
+	// false is left out: false is what its absence means too.
+	given []string
+}
+
+// usageLine is the first line -h prints, above every flag's own.
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+
+// newFlags declares every flag on a set of its own, for one parse.
+func newFlags() *flags {
+	f := &flags{set: flag.NewFlagSet("run", flag.ContinueOnError)}
+	fs := f.set
+	fs.SetOutput(io.Discard)
+	fs.StringVar(&f.scenarios, "scenario", "all", "scenario name(s), comma-separated, or all")
+	fs.StringVar(&f.lockNames, "lock", "", "lock name(s), comma-separated (default: every lock the scenario has an expectation for)")
+	fs.StringVar(&f.services, "service", "", "run only the locks on these server kind(s), comma-separated: "+strings.Join(cluster.Kinds(), ", ")+" (default: every kind)")
+	fs.IntVar(&f.clients, "clients", 0, "number of clients (default: the scenario's)")
+	fs.DurationVar(&f.ttl, "ttl", 0, "lease time (default: the scenario's)")
+	fs.DurationVar(&f.timeLimit, "time-limit", 0, "how long clients keep working (default: the scenario's)")
+	fs.Int64Var(&f.seed, "seed", 0, "random seed, stored with the run (default: from the clock)")
+	fs.StringVar(&f.out, "out", "results", "results directory")
+	fs.BoolVar(&f.list, "list", false, "list scenarios and locks, then exit")
+	fs.StringVar(&f.backend, "backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
+	fs.BoolVar(&f.procs, "client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
+	fs.IntVar(&f.parallel, "parallel", runtime.NumCPU(), "pairs run at once; a timing-sensitive story runs alone")
+	fs.StringVar(&f.shard, "shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines; auto[/n] takes i (and n) from a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a CI's parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
+	fs.StringVar(&f.check, "check", "", "judge every run stored under `DIR` (one run, or a results tree) again with today's checkers and rewrite its verdict and report, starting nothing, then exit")
+	fs.StringVar(&f.merge, "merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
+	fs.StringVar(&f.probe, "probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
+	fs.BoolVar(&f.explore, "explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
+	fs.StringVar(&f.sweep, "sweep", "", "run one -scenario across a range of one of its parameters, or of ttl (the lease in ms, the story's parameters held at their length in time), `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
+	fs.IntVar(&f.runs, "runs", 10, "runs a point of a -sweep gets, for each lock; with -shrink, replays a candidate gets (default 4)")
+	fs.StringVar(&f.shrink, "shrink", "", "shrink the finding (or the violation) of the run stored in `DIR` (a random run, a sweep point's, a scenario file's) to a smaller schedule that still shows it, replaying each candidate -runs times (default 4); writes results/shrinks/...")
+	fs.StringVar(&f.printStory, "print-scenario", "", "print the built-in scenario `NAME` as a scenario file (JSON), then exit")
+	fs.StringVar(&f.storyFiles, "scenario-file", "", "run the stories of these scenario `FILE`s (comma-separated; -print-scenario writes one) instead of -scenario, each with the locks it expects something of (or -lock)")
+	fs.BoolVar(&f.verbose, "v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
+	return f
+}
+
+// parseFlags parses args. With -h it prints the usage on stdout; on a
+// parse error or a stray argument, one line on stderr. Either way it
+// returns no flags and the exit code.
+func parseFlags(args []string, stdout, stderr io.Writer) (*flags, int) {
+	f := newFlags()
+	if err := f.set.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			f.set.SetOutput(stdout)
+			fmt.Fprintln(stdout, usageLine)
+			f.set.PrintDefaults()
+			return nil, 0
+		}
+		fmt.Fprintf(stderr, "run: %v (see -h)\n", err)
+		return nil, 2
+	}
+	if f.set.NArg() > 0 {
+		fmt.Fprintf(stderr, "run: unexpected argument %q (see -h)\n", f.set.Arg(0))
+		return nil, 2
+	}
+	f.set.Visit(func(fl *flag.Flag) {
+		if on, isBool := fl.Value.(flag.Getter).Get().(bool); !isBool || on {
+			f.given = append(f.given, fl.Name)
+		}
+	})
+	return f, 0
+}
+
+// has says whether the flag name was given.
+func (f *flags) has(name string) bool { return slices.Contains(f.given, name) }
+
+// positive names the flags whose zero is no count or length at all.
+var positive = []string{"clients", "ttl", "time-limit", "parallel", "runs"}
+
+// badValue says what is wrong with the first flag given a zero count or
+// length, or an empty string, or "" when none was. Such a flag is a typo,
+// not a wish for the default: the default is what an omitted flag means.
+func (f *flags) badValue() string {
+	for _, name := range f.given {
+		fl := f.set.Lookup(name)
+		switch v := fl.Value.(flag.Getter).Get().(type) {
+		case int:
+			if v < 1 && slices.Contains(positive, name) {
+				return fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", name, fl.Value)
+			}
+		case time.Duration:
+			if v <= 0 && slices.Contains(positive, name) {
+				return fmt.Sprintf("-%s %s: want a value above zero (omit the flag for the default)", name, fl.Value)
+			}
+		case string:
+			if strings.TrimSpace(v) == "" {
+				return fmt.Sprintf("-%s is empty (omit the flag for the default)", name)
+			}
+		}
+	}
+	return ""
+}
+
+// runOptions is what every run these flags start shares. Runs start
+// after it, so it first removes what runs killed earlier left behind
+// (their nodes' temp dirs), saying so, and draws the seed from the clock
+// when -seed is not given: the seed is stored with each run.
+func (f *flags) runOptions(stdout io.Writer) engine.Options {
+	if gone, err := cluster.RemoveLeftovers(""); err == nil && len(gone) > 0 {
+		fmt.Fprintf(stdout, "removed %d temp dir(s) left by runs that were killed: %s\n", len(gone), strings.Join(gone, " "))
+	}
+	if f.seed == 0 {
+		f.seed = time.Now().UnixNano()
+	}
+	return engine.Options{Clients: f.clients, TTL: f.ttl, TimeLimit: f.timeLimit, Seed: f.seed, Out: f.out,
+		ClientProcs: f.procs, Backend: f.backend}
+}
