@@ -179,16 +179,16 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		// A user's own story may not take a built-in's name, nor lack a
 		// schedule.
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
-			Story: &scenario.Scenario{Name: "baseline", Schedule: func(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }}},
-		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, Story: &scenario.Scenario{Name: "mine"}},
+			Told: &scenario.Scenario{Name: "baseline", Schedule: func(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }}},
+		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, Told: &scenario.Scenario{Name: "mine"}},
 		// A story whose fault takes seconds of its own refuses a lease
 		// shorter than its own minimum.
 		{Lock: "set-nx-px", TTL: time.Second, Expect: &verdict.Expectation{Outcome: verdict.Safe},
-			Story: &scenario.Scenario{Name: "mine", MinTTL: 3 * time.Second, Schedule: noFaults}},
+			Told: &scenario.Scenario{Name: "mine", MinTTL: 3 * time.Second, Schedule: noFaults}},
 		// Sentinel watches a replicated master: without one there is
 		// nothing for it to watch.
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
-			Story: &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Sentinel: true}, Schedule: noFaults}},
+			Told: &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Sentinel: true}, Schedule: noFaults}},
 	}
 	for _, o := range cases {
 		_, err := Resolve(o)

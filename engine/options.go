@@ -49,7 +49,7 @@ type Options struct {
 	Custom *locks.Info
 	// Expect overrides the scenario's expectation for the lock.
 	Expect *verdict.Expectation
-	// Story runs a story of your own instead of a built-in one (Scenario
+	// Told runs a story of your own instead of a built-in one (Scenario
 	// is then ignored): a Plan (a scenario file's, see scenario.Parse) or
 	// a Schedule composed from the nemesis pieces the Env hands it, the
 	// evidence it Requires, and Expect or Options.Expect for what the lock
@@ -57,7 +57,7 @@ type Options struct {
 	// printed from it, then changed): its runs keep the story they were
 	// told (Result.Told), which -check judges them by. One written in Go
 	// may not.
-	Story *scenario.Scenario
+	Told *scenario.Scenario
 	// ClientProcs runs every client process as an OS process of its own (a
 	// worker, see package worker), reaching Redis through its own links: a
 	// pause is SIGSTOP and a crash SIGKILL, with nothing left running.
@@ -125,10 +125,10 @@ func usagef(format string, a ...any) error { return &UsageError{msg: fmt.Sprintf
 // on disk and in the partial Result.
 var ErrInterrupted = errors.New("run interrupted")
 
-// Plan is a run's options resolved against the catalogue: every default
+// Resolved is a run's options resolved against the catalogue: every default
 // filled in, the scenario, the lock and what it must show, each checked
 // once.
-type Plan struct {
+type Resolved struct {
 	Options  Options
 	Scenario scenario.Scenario
 	Lock     locks.Info
@@ -140,56 +140,56 @@ type Plan struct {
 // it, or its lock runs on a service of its own, whose servers (three JVMs
 // for ZooKeeper) and a worker process per client take more than a seat's
 // share of the machine and would make a neighbour's timers late.
-func (p Plan) Alone() bool {
+func (p Resolved) Alone() bool {
 	return p.Scenario.Alone != "" || p.Options.Alone || p.Lock.ServerKind() != locks.ServerRedis
 }
 
 // Resolve checks the options against the catalogue and fills in defaults.
 // Every error is a *UsageError naming the valid choices.
-func Resolve(o Options) (Plan, error) {
+func Resolve(o Options) (Resolved, error) {
 	s, err := lookupScenario(o)
 	if err != nil {
-		return Plan{}, err
+		return Resolved{}, err
 	}
-	if o.Story != nil {
+	if o.Told != nil {
 		o.Scenario = s.Name
 	}
 	info, err := o.lockInfo()
 	if err != nil {
-		return Plan{}, &UsageError{msg: err.Error()}
+		return Resolved{}, &UsageError{msg: err.Error()}
 	}
 	o = o.withWorkers(info)
 	expected, ok := o.expectation(s)
 	if !ok {
-		return Plan{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
+		return Resolved{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
 	}
 	if o.Params, err = resolveParams(s, o.Params); err != nil {
-		return Plan{}, err
+		return Resolved{}, err
 	}
 	info = toldOn(s, info, o.Params)
 	o = o.withDefaults(s, info)
 	if !slices.Contains(cluster.Backends(), o.Backend) {
-		return Plan{}, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
+		return Resolved{}, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
 	}
 	for _, check := range []func(Options, scenario.Scenario, locks.Info) error{checkSizes, checkTopology, checkTold} {
 		if err := check(o, s, info); err != nil {
-			return Plan{}, err
+			return Resolved{}, err
 		}
 	}
-	return Plan{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
+	return Resolved{Options: o, Scenario: s, Lock: info, Expected: expected}, nil
 }
 
 // lookupScenario is the story the options name: the catalogue's, or a
-// story of the user's own (Options.Story) with its defaults filled in.
+// story of the user's own (Options.Told) with its defaults filled in.
 func lookupScenario(o Options) (scenario.Scenario, error) {
-	if o.Story != nil {
-		if _, err := scenario.Lookup(o.Story.Name); err == nil && o.Story.Plan == nil {
-			return scenario.Scenario{}, usagef("story %q: a built-in scenario has that name", o.Story.Name)
+	if o.Told != nil {
+		if _, err := scenario.Lookup(o.Told.Name); err == nil && o.Told.Plan == nil {
+			return scenario.Scenario{}, usagef("story %q: a built-in scenario has that name", o.Told.Name)
 		}
-		if o.Story.Name == "" || o.Story.Schedule == nil && o.Story.Plan == nil {
+		if o.Told.Name == "" || o.Told.Schedule == nil && o.Told.Plan == nil {
 			return scenario.Scenario{}, usagef("a story of your own needs a Name, and a Plan or a Schedule")
 		}
-		return o.Story.WithDefaults(), nil
+		return o.Told.WithDefaults(), nil
 	}
 	s, err := scenario.Lookup(o.Scenario)
 	if err != nil {

@@ -66,7 +66,7 @@ func TestClientProcsRefuseWhatTheyCannotDo(t *testing.T) {
 	}
 	// A replicated topology with Sentinel is theirs to follow now.
 	sentinel := &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Replicated: true, Sentinel: true}, Schedule: noFaults}
-	if _, err := Resolve(Options{Story: sentinel, Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, ClientProcs: true}); err != nil {
+	if _, err := Resolve(Options{Told: sentinel, Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, ClientProcs: true}); err != nil {
 		t.Fatalf("a Sentinel topology with client processes: %v", err)
 	}
 }

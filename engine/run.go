@@ -89,7 +89,7 @@ type runner struct {
 }
 
 // newRunner is the run p resolves to, before its first phase.
-func newRunner(p Plan) *runner {
+func newRunner(p Resolved) *runner {
 	return &runner{o: p.Options, s: p.Scenario, info: p.Lock, expected: p.Expected, alone: p.Alone()}
 }
 
@@ -287,7 +287,7 @@ func (r *runner) drawSchedule() error {
 	// whose plan was drawn for this run, is kept with the run: -check
 	// judges it by that story, and scenario.json replays the run's
 	// schedule (-scenario-file).
-	if plan != nil && (r.o.Story != nil || r.s.Draw != nil) {
+	if plan != nil && (r.o.Told != nil || r.s.Draw != nil) {
 		told := r.s
 		told.Plan, told.Draw = plan, nil
 		r.res.Told = &told

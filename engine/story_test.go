@@ -60,7 +60,7 @@ func TestAUserLocksOwnPointCanBeTrapped(t *testing.T) {
 		l, _ := locks.New("set-nx-px", c)
 		return pointLock{Lock: l, cfg: c}
 	}}
-	res, err := RunUnstarved(context.Background(), Options{Story: story, Lock: "user", Custom: user, Out: t.TempDir()}, t.Logf)
+	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "user", Custom: user, Out: t.TempDir()}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,7 +201,7 @@ func ExpectStory(t testing.TB, l Lock, story scenario.Scenario, want string, o e
 	if err != nil {
 		t.Fatalf("locktest: %s: %v", story.Name, err)
 	}
-	o.Story = &story
+	o.Told = &story
 	requireMachine(t, o)
 	root := runsRoot(t, &o)
 	check(t, l, e, o, root)
@@ -235,8 +235,8 @@ func runsRoot(t testing.TB, o *engine.Options) string {
 func check(t testing.TB, l Lock, e verdict.Expectation, o engine.Options, root string) {
 	t.Helper()
 	name := o.Scenario
-	if o.Story != nil {
-		name = o.Story.Name
+	if o.Told != nil {
+		name = o.Told.Name
 	}
 	if err := serveIfWorker(l); err != nil {
 		t.Errorf("%s: %v", name, err)

@@ -10,7 +10,7 @@ import (
 )
 
 // requireMachine stops t, before any story starts, with one line naming
-// what the machine lacks for the stories named (and o.Story) and the
+// what the machine lacks for the stories named (and o.Told) and the
 // command that installs it. It fails rather than skips: a CI job whose
 // machine lost its Redis must not pass with every story unrun.
 func requireMachine(t testing.TB, o engine.Options, names ...string) {
@@ -30,7 +30,7 @@ func missing(o engine.Options, names ...string) error {
 		return nil
 	}
 	need := []prereq.Piece{prereq.Command(o.Server)}
-	clock := o.Story != nil && o.Story.Topology.Clock
+	clock := o.Told != nil && o.Told.Topology.Clock
 	for _, n := range names {
 		if s, err := scenario.Lookup(n); err == nil && s.Topology.Clock {
 			clock = true

@@ -24,7 +24,7 @@ func TestOnlyWhatTheStoriesNeedIsRequired(t *testing.T) {
 		t.Errorf("a clock story without the libc-allocator redis-server: got %v", err)
 	}
 	story := scenario.Scenario{Name: "mine", Topology: scenario.Topology{Clock: true}}
-	if err := missing(engine.Options{Story: &story}); !errors.As(err, &m) || m.Piece != prereq.FaketimeServer.Name {
+	if err := missing(engine.Options{Told: &story}); !errors.As(err, &m) || m.Piece != prereq.FaketimeServer.Name {
 		t.Errorf("a story of your own with a faked clock: got %v", err)
 	}
 

@@ -187,7 +187,7 @@ func (r replayer) replay(p scenario.Plan, clients, n int) int {
 	s.Plan = p
 	shown := make([]bool, n)
 	engine.Spread(r.ctx, r.o.Parallel, n, func(i int) {
-		run := engine.Options{Story: &s, Lock: r.stored.Lock, Seed: r.stored.Seed, Clients: clients, TTL: r.ttl, TimeLimit: r.limit,
+		run := engine.Options{Told: &s, Lock: r.stored.Lock, Seed: r.stored.Seed, Clients: clients, TTL: r.ttl, TimeLimit: r.limit,
 			Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
 		got, err := engine.Run(r.ctx, run)
 		if err == nil {

@@ -105,7 +105,7 @@ func TestShrinkReplaysAStoredRun(t *testing.T) {
 	k1.Expect = map[string]verdict.Expectation{"set-nx-px": k1.Expect["set-nx-px"]}
 	k1.Plan = append(scenario.Plan{{At: scenario.TTLs(0.2), Until: scenario.TTLs(0.4), Action: scenario.Action{Do: "pause-node", Node: "n1"}}}, k1.Plan...)
 	out := t.TempDir()
-	stored, err := engine.RunUnstarved(context.Background(), engine.Options{Story: &k1, Lock: "set-nx-px", Clients: 2,
+	stored, err := engine.RunUnstarved(context.Background(), engine.Options{Told: &k1, Lock: "set-nx-px", Clients: 2,
 		TimeLimit: 3 * time.Second, Out: out}, t.Logf)
 	if err != nil {
 		t.Fatal(err)

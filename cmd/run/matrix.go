@@ -132,7 +132,7 @@ func (m *matrixRun) selectPairs(stdout io.Writer) ([][2]string, error) {
 func (m *matrixRun) options(i int) engine.Options {
 	o := m.base
 	p := m.pairs[i]
-	o.Scenario, o.Lock, o.Story = p[0], p[1], m.told[p[0]]
+	o.Scenario, o.Lock, o.Told = p[0], p[1], m.told[p[0]]
 	return o
 }
 
