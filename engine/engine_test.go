@@ -181,6 +181,9 @@ func TestResolveRejectsBadOptions(t *testing.T) {
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
 			Told: &scenario.Scenario{Name: "baseline", Schedule: func(*scenario.Env) (nemesis.Schedule, error) { return nil, nil }}},
 		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, Told: &scenario.Scenario{Name: "mine"}},
+		// Nor give it two ways, of which one would be silently ignored.
+		{Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe},
+			Told: &scenario.Scenario{Name: "mine", Plan: scenario.Plan{}, Schedule: noFaults}},
 		// A story whose fault takes seconds of its own refuses a lease
 		// shorter than its own minimum.
 		{Lock: "set-nx-px", TTL: time.Second, Expect: &verdict.Expectation{Outcome: verdict.Safe},

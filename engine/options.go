@@ -189,6 +189,9 @@ func lookupScenario(o Options) (scenario.Scenario, error) {
 		if o.Told.Name == "" || o.Told.Schedule == nil && o.Told.Plan == nil {
 			return scenario.Scenario{}, usagef("a story of your own needs a Name, and a Plan or a Schedule")
 		}
+		if o.Told.Sources() > 1 {
+			return scenario.Scenario{}, usagef("story %q gives its schedule %d ways: give one of a Plan, a Draw or a Schedule", o.Told.Name, o.Told.Sources())
+		}
 		return o.Told.WithDefaults(), nil
 	}
 	s, err := scenario.Lookup(o.Scenario)

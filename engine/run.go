@@ -71,7 +71,7 @@ type runner struct {
 	s        scenario.Scenario
 	info     locks.Info
 	expected verdict.Expectation
-	alone    bool // Plan.Alone
+	alone    bool // Resolved.Alone
 
 	res   *Result
 	rec   *history.Recorder

@@ -15,7 +15,7 @@ import (
 func registerGetSet(register func(Info)) {
 	register(Info{
 		Name:   "getset",
-		Traits: Traits{Ends: Expires, Release: OwnerChecked, Clock: ClientWall},
+		Traits: Traits{Ends: Expires, Release: ClockChecked, Clock: ClientWall},
 		Claims: without(LeaseClaims, fault.ClientClock),
 		Summary: "the timestamp lock: value = client-clock expiry; SETNX, else GET and, if expired, GETSET and compare. " +
 			"BROKEN: trusts client clocks (a fast clock steals a live lock, S2) and losers of a GETSET race overwrite the winner's timestamp",

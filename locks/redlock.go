@@ -14,7 +14,7 @@ import (
 func registerRedLock(register func(Info)) {
 	register(Info{
 		Name:   "redlock",
-		Traits: Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall, Validity: true},
+		Traits: Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall, Validity: true, Retracts: true},
 		// A minority of nodes may be cut off, paused or slow; a client may
 		// read its replies late (the validity check). No claim when a node
 		// loses keys (crash, clock jump: Kleppmann's K4, K5).
@@ -27,7 +27,7 @@ func registerRedLock(register func(Info)) {
 	})
 	register(Info{
 		Name:   "redlock-novalidity",
-		Traits: Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall},
+		Traits: Traits{Ends: Expires, Release: OwnerChecked, Clock: ServerWall, Retracts: true},
 		Claims: without(LeaseClaims, fault.ClientPause),
 		Summary: "RedLock without the elapsed-time validity check. BROKEN: a client paused between sending " +
 			"its SETs and reading the replies believes a lock that already expired (K6)",

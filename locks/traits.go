@@ -87,6 +87,11 @@ const (
 	OwnerChecked Release = "owner-checked"
 	// OwnerBlind deletes the lock whoever holds it (a plain DEL).
 	OwnerBlind Release = "owner-blind"
+	// ClockChecked deletes the lock whoever holds it, but only while the
+	// caller's own lease has not run out by its own clock (the GETSET
+	// lock's timestamp): a caller whose lease lapsed deletes nothing,
+	// while a caller whose clock runs slow may delete a successor's.
+	ClockChecked Release = "clock-checked"
 )
 
 // ExpiryClock is the clock that decides when a lease ends.

@@ -18,6 +18,9 @@ func TestEveryScenarioIsWellFormed(t *testing.T) {
 		if s.Story == "" || s.Plan == nil && s.Schedule == nil && s.Draw == nil || len(s.Expect) == 0 {
 			t.Errorf("%s lacks a story, a schedule or expectations", name)
 		}
+		if s.Sources() != 1 {
+			t.Errorf("%s gives its schedule %d ways, want one of Plan, Draw and Schedule", name, s.Sources())
+		}
 		if s.MinTimeLimitTTLs > s.TimeLimitTTLs {
 			t.Errorf("%s: default time limit below its minimum", name)
 		}

@@ -252,6 +252,18 @@ func (s Scenario) Steps(e *Env) (nemesis.Schedule, Plan, error) {
 	return sched, p, err
 }
 
+// Sources counts the ways s gives its schedule (Plan, Draw, Schedule): a
+// story gives it one way, and Steps would read only the first of two.
+func (s Scenario) Sources() int {
+	n := 0
+	for _, set := range []bool{s.Plan != nil, s.Draw != nil, s.Schedule != nil} {
+		if set {
+			n++
+		}
+	}
+	return n
+}
+
 // TimeLimit is the default time limit at ttl.
 func (s Scenario) TimeLimit(ttl time.Duration) time.Duration {
 	return time.Duration(s.TimeLimitTTLs * float64(ttl))

@@ -17,7 +17,7 @@ const workersMissFailover = "the kill under a 500 ms lease breaks every waiter's
 // fenced lock whose counter is lost too, and the control. The locks it
 // leaves out are left out by the rules before them (without).
 func failoverRules(why failoverWhys, without ...Rule) []Rule {
-	rules := append([]Rule{controlOut, detachedAsReentrant, lossAsReentrant}, without...)
+	rules := append([]Rule{controlOut, detachedAsReentrant, lossRace}, without...)
 	return append(rules,
 		expect(local, verdict.Expectation{Outcome: verdict.Safe, Why: why.control}),
 		leaveOut(not(oneNode), "a lone master's failover: a lock on several nodes has no one master to lose"),

@@ -76,7 +76,7 @@ func evictionStory() Scenario {
 		Rules: []Rule{
 			controlOut,
 			detachedAsReentrant,
-			lossAsReentrant,
+			lossRace,
 			waitsAsSetNXPX,
 			expect(local, verdict.Expectation{Outcome: verdict.Safe, Why: "the control: nothing of the lock lives in Redis"}),
 			leaveOut(not(oneNode), "the story fills one node's memory: a lock on several keeps its key on the others"),
@@ -111,7 +111,8 @@ func waitReplicaRestartStory() Scenario {
 			expect(local, verdict.Expectation{Outcome: verdict.Safe, Why: "the control: nothing of the lock lives in Redis"}),
 			leaveOut(worker, workersMissFailover),
 			leaveOut(not(oneNode), "a lone master and its replica: a lock on several nodes has no one master to lose"),
-			standsFor(anyLock, "the story is about WAIT's acknowledgement, beside a lease that does not ask for one; failover tells every lock's loss with its master", "set-nx-px"),
+			standsFor([]string{"set-nx-px"}, "the story is about WAIT's acknowledgement, beside a lease that does not ask for one; failover tells every lock's loss with its master",
+				"fair", "getset", "reentrant", "reentrant-async", "reentrant-lost", "set-nx-px-del", "set-nx-px-fenced", "setnx-expire"),
 			expect(expires, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
 				Why: "without WAIT the lock may not even have reached the replica; here it did, and is lost all the same"}),
 			leaveOut(renewed, "a watchdog's lock promises no deadline to see broken; failover and sentinel-failover tell its loss with its master"),

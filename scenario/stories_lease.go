@@ -52,7 +52,7 @@ var pausedHolderRules = []Rule{
 		Why: "a session lock has no expiry: a paused process keeps its TCP connection, so PostgreSQL keeps its lock and the others wait"}),
 	detachedAsReentrant,
 	waitsAsSetNXPX,
-	leaveOut(tellsLoss, "its watchdog and its holder wake together from the pause, and whether the watchdog learns of the loss before the holder looks is a race between two goroutines; isolated-holder tells what the signal buys"),
+	lossRace,
 	expect(and(onRedis, or(expires, renewed)), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},
 		Why: "no lease stops a paused holder: its lease lapses, a successor writes, the holder wakes and writes too (Kleppmann); the lock kept its own promise, the client did not"}),
 	expect(or(session, expires), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"promise-broken"},

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
-	"slices"
 	"strings"
 
 	"github.com/locktorture/locktorture/engine"
@@ -20,9 +19,7 @@ import (
 // exploreMode explores each -lock's command boundaries. It picks its own
 // stories and faults, so of the flags it takes only those that shape each
 // run (runFlags).
-// exploreMode takes -v, which has no block to print here, because it always
-// has: a script that passes -v to every run keeps working.
-var exploreMode = mode{flag: "explore", does: "picks its own runs (scenario boundary at each boundary it learns)", takes: slices.Concat(runFlags, []string{"v"}),
+var exploreMode = mode{flag: "explore", does: "picks its own runs (scenario boundary at each boundary it learns)", takes: runFlags,
 	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 		return exploreBoundaries(ctx, f.runOptions(stdout), split(f.lockNames), f.parallel, stdout, stderr)
 	}}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -43,6 +44,7 @@ func printList(w io.Writer) {
 		for _, k := range slices.Sorted(maps.Keys(s.NotFor)) {
 			fmt.Fprintf(w, "  %-18s   not for %s locks: %s\n", "", k, s.NotFor[k])
 		}
+		printLeftOut(w, s)
 	}
 	fmt.Fprintln(w, "actions a scenario file's schedule can take (-print-scenario NAME shows them in use; times and lengths in TTLs):")
 	for _, n := range scenario.ActionNames() {
@@ -70,5 +72,30 @@ func printList(w io.Writer) {
 		}
 		fmt.Fprintf(w, "  %-18s %s%s\n", n, info.Summary, broken)
 		fmt.Fprintf(w, "  %-18s claims its promise under: %s\n", "", info.ClaimList())
+		fmt.Fprintf(w, "  %-18s traits: %s\n", "", traitLine(info.Traits))
 	}
+}
+
+// printLeftOut writes, for a story, each lock of a kind it judges that
+// its rules leave out, and why: a reader comparing locks sees a reason
+// where a cell is empty.
+func printLeftOut(w io.Writer, s scenario.Scenario) {
+	if s.Exploration {
+		return
+	}
+	for _, n := range locks.Names() {
+		info, _ := locks.Lookup(n)
+		if j := s.Judge(info); j.Skipped != "" && s.NotFor[info.ServerKind()] == "" {
+			fmt.Fprintf(w, "  %-18s   %-18s left out: %s\n", "", n, j.Skipped)
+		}
+	}
+}
+
+// traitLine is a lock's traits in one line.
+func traitLine(t locks.Traits) string {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err.Error()
+	}
+	return string(b)
 }

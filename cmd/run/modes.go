@@ -52,11 +52,14 @@ func pick(f *flags) mode {
 
 // refuse says, in one line, which flags given m does not take, or "" when
 // it takes every one. The matrix runs when no mode is named, so a flag it
-// refuses belongs to a mode left out: it says which modes take it.
+// refuses belongs to a mode left out: it says which modes take it. Every
+// mode takes -v: it asks for more output, never for other work, and a
+// script that passes it to every run keeps working where there is nothing
+// more to print.
 func (m mode) refuse(f *flags) string {
 	var extra []string
 	for _, name := range f.given {
-		if name != m.flag && !slices.Contains(m.takes, name) {
+		if name != m.flag && name != "v" && !slices.Contains(m.takes, name) {
 			extra = append(extra, "-"+name)
 		}
 	}

@@ -32,7 +32,7 @@ func runArgs(args ...string) (int, string) {
 }
 
 // Each mode refuses, with one line and exit 2 before anything starts, every
-// flag it does not declare; the line names the flag, and the mode with
+// flag it does not declare but -v, which every mode takes; the line names the flag, and the mode with
 // what it does. A flag of a mode earlier in the list would pick that mode
 // instead, so it is not tried.
 func TestEveryModeRefusesAFlagItDoesNotTake(t *testing.T) {
@@ -42,7 +42,7 @@ func TestEveryModeRefusesAFlagItDoesNotTake(t *testing.T) {
 	for k, m := range append(slices.Clone(modes), matrixMode) {
 		for _, name := range all {
 			earlier := slices.ContainsFunc(modes[:min(k, len(modes))], func(o mode) bool { return o.flag == name })
-			if name == m.flag || slices.Contains(m.takes, name) || earlier {
+			if name == m.flag || name == "v" || slices.Contains(m.takes, name) || earlier {
 				continue
 			}
 			args := sampleArgs(name)
@@ -131,5 +131,16 @@ func TestHelpPrintsUsageAndExits0(t *testing.T) {
 	if code := run(context.Background(), []string{"-h"}, &out, &bytes.Buffer{}); code != 0 ||
 		!strings.HasPrefix(out.String(), usageLine+"\n") || !strings.Contains(out.String(), "-scenario-file FILE") {
 		t.Fatalf("-h: exit %d:\n%s", code, out.String())
+	}
+}
+
+// Every mode takes -v, as every mode did before modes declared their
+// flags: a script that passes it to every run keeps working.
+func TestEveryModeTakesV(t *testing.T) {
+	if code, msg := runArgs("-list", "-v"); code != 0 {
+		t.Errorf("-list -v: exit %d, %q", code, msg)
+	}
+	if code, msg := runArgs("-print-scenario", "baseline", "-v"); code != 0 {
+		t.Errorf("-print-scenario baseline -v: exit %d, %q", code, msg)
 	}
 }

@@ -15,11 +15,9 @@ import (
 
 // sweepMode runs one story over a range of one parameter. Its locks are
 // the ones -lock names, not a -service's, and its faults its story's, so
-// it takes no -service and no -probe. It takes -v, which has no block to
-// print here, because it always has: a script that passes -v to every run
-// keeps working.
+// it takes no -service and no -probe.
 var sweepMode = mode{flag: "sweep", does: "runs one story over a range of one parameter",
-	takes: slices.Concat(runFlags, []string{"scenario", "shard", "runs", "v"}),
+	takes: slices.Concat(runFlags, []string{"scenario", "shard", "runs"}),
 	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 		if len(split(f.scenarios)) != 1 || f.scenarios == "all" {
 			fmt.Fprintln(stderr, "run: -sweep runs one story: name it with -scenario")

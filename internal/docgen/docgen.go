@@ -24,7 +24,7 @@ import (
 
 // Command rewrites every generated file; a file's header and a failing
 // test name it.
-const Command = "go run ./internal/docgen/cmd/docgen"
+const Command = "go run ./cmd/docs"
 
 // Dir is where the generated files go, under the repository's root.
 const Dir = "docs/generated"

@@ -15,7 +15,7 @@ import (
 func redsyncLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "redsync",
-		Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall, Retracts: true},
+		Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall, Validity: true, Retracts: true},
 		Library: "github.com/go-redsync/redsync/v4",
 		Summary: "go-redsync/redsync v4 on one node through its go-redis v9 pool: SET NX PX, Lua compare-and-delete, its own validity time",
 		Claims:  locks.LeaseClaims,

@@ -1,8 +1,8 @@
-// Command docgen rewrites the documentation's generated tables from the
+// Command docs rewrites the documentation's generated tables from the
 // code: every file under docs/generated, and the comparison grid in
 // README.md. Run it from anywhere inside the repository:
 //
-//	go run ./internal/docgen/cmd/docgen
+//	go run ./cmd/docs
 //
 // It removes a file under docs/generated that it no longer writes, and
 // prints one line per file it changed.
