@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -51,29 +52,25 @@ func lock(name string) Match {
 
 // and picks the locks every one of ms picks.
 func and(ms ...Match) Match {
-	says := make([]string, len(ms))
-	for i, m := range ms {
-		says[i] = m.Says
-	}
-	return is(strings.Join(says, ", "), func(i locks.Info) bool {
-		for _, m := range ms {
-			if !m.Picks(i) {
-				return false
-			}
-		}
-		return true
+	return is(saysOf(ms, ", "), func(i locks.Info) bool {
+		return !slices.ContainsFunc(ms, func(m Match) bool { return !m.Picks(i) })
 	})
 }
 
 // or picks the locks any one of ms picks.
 func or(ms ...Match) Match {
+	return is(saysOf(ms, " or "), func(i locks.Info) bool {
+		return slices.ContainsFunc(ms, func(m Match) bool { return m.Picks(i) })
+	})
+}
+
+// saysOf is what ms pick, joined by sep.
+func saysOf(ms []Match, sep string) string {
 	says := make([]string, len(ms))
 	for i, m := range ms {
 		says[i] = m.Says
 	}
-	return is(strings.Join(says, " or "), func(i locks.Info) bool {
-		return slices.ContainsFunc(ms, func(m Match) bool { return m.Picks(i) })
-	})
+	return strings.Join(says, sep)
 }
 
 // not picks the locks m does not.
@@ -95,6 +92,9 @@ type Judgement struct {
 	Skipped string
 	// By is what the deciding rule picks ("" when none decided).
 	By string
+	// ForKind is true when the story left the lock out for its server
+	// kind (NotFor), not by a rule.
+	ForKind bool
 }
 
 // Unjudged is true when no rule and no NotFor line said anything of the
@@ -105,7 +105,7 @@ func (j Judgement) Unjudged() bool { return j.Expect == nil && j.Skipped == "" }
 // the lock's server kind, else its rules in order.
 func (s Scenario) Judge(info locks.Info) Judgement {
 	if why := s.NotFor[info.ServerKind()]; why != "" {
-		return Judgement{Skipped: why, By: info.ServerKind()}
+		return Judgement{Skipped: why, By: info.ServerKind(), ForKind: true}
 	}
 	for _, r := range s.Rules {
 		if !r.Locks.Picks(info) {
@@ -138,10 +138,11 @@ func (s Scenario) expectations() map[string]verdict.Expectation {
 // traits is judged by the rules its traits meet; the stories this names
 // still need a rule, an override or a reason.
 func Unjudged() []string {
+	cat := catalogue()
 	var out []string
 	for _, l := range locks.Names() {
 		info, _ := locks.Lookup(l)
-		for _, story := range UnjudgedBy(info) {
+		for _, story := range unjudgedBy(cat, info) {
 			out = append(out, story+"/"+l)
 		}
 	}
@@ -150,10 +151,13 @@ func Unjudged() []string {
 
 // UnjudgedBy lists the built-in stories that tell (not explore) and have
 // no word about the lock info describes, registered or not.
-func UnjudgedBy(info locks.Info) []string {
+func UnjudgedBy(info locks.Info) []string { return unjudgedBy(catalogue(), info) }
+
+// unjudgedBy is UnjudgedBy over the catalogue cat, sorted by story.
+func unjudgedBy(cat map[string]Scenario, info locks.Info) []string {
 	var out []string
-	for _, name := range Names() {
-		if s, _ := Lookup(name); !s.Exploration && s.Judge(info).Unjudged() {
+	for _, name := range slices.Sorted(maps.Keys(cat)) {
+		if s := cat[name]; !s.Exploration && s.Judge(info).Unjudged() {
 			out = append(out, name)
 		}
 	}

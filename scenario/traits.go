@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/locktorture/locktorture/locks"
@@ -76,16 +77,11 @@ func kind(k string) Match {
 // TestEveryStoryJudgesEveryLock names it until a rule or this list takes
 // it in. An installed library is never stood for: it is what people run.
 func standsFor(stand []string, why string, covered ...string) Rule {
-	picks := make([]Match, len(covered))
-	for i, n := range covered {
-		picks[i] = lock(n)
-	}
 	verb := " stand for them: "
 	if len(stand) == 1 {
 		verb = " stands for them: "
 	}
-	m := or(picks...)
-	m.Says = strings.Join(covered, ", ")
+	m := is(strings.Join(covered, ", "), func(i locks.Info) bool { return slices.Contains(covered, i.Name) })
 	return leaveOut(and(m, not(installed)), strings.Join(stand, ", ")+verb+why)
 }
 

@@ -85,7 +85,7 @@ func printLeftOut(w io.Writer, s scenario.Scenario) {
 	}
 	for _, n := range locks.Names() {
 		info, _ := locks.Lookup(n)
-		if j := s.Judge(info); j.Skipped != "" && s.NotFor[info.ServerKind()] == "" {
+		if j := s.Judge(info); j.Skipped != "" && !j.ForKind {
 			fmt.Fprintf(w, "  %-18s   %-18s left out: %s\n", "", n, j.Skipped)
 		}
 	}

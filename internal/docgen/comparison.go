@@ -22,11 +22,8 @@ func comparison() (string, error) {
 }
 
 // comparisonGrid is the table and its legend, as report.ComparisonMarkdown
-// writes a matrix whose every pair showed what its story expects.
-//
-// TODO traits: once expectations are rules over traits, the grid still
-// reads each (story, lock) pair's resolved expectation; only where it
-// comes from changes.
+// writes a matrix whose every pair showed what its story expects: each
+// (story, lock) pair's expectation as the story's rules resolved it.
 func comparisonGrid() (string, error) {
 	var entries []report.Entry
 	for _, name := range scenario.Names() {

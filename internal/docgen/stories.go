@@ -170,7 +170,7 @@ func expectations(s scenario.Scenario) string {
 	for _, name := range locks.Names() {
 		info, _ := locks.Lookup(name)
 		j := s.Judge(info)
-		if j.Unjudged() || s.NotFor[info.ServerKind()] != "" {
+		if j.Unjudged() || j.ForKind {
 			continue
 		}
 		key := [3]string{j.By, j.Skipped}
