@@ -67,6 +67,10 @@ type Options struct {
 	// first; a Custom lock needs a program that knows it, as locktest
 	// arranges).
 	Worker func(lock string) *exec.Cmd
+	// WorkerPatience is how long a worker may leave hello or a request
+	// unanswered before it is killed as hung and the run fails (0:
+	// worker.DefaultPatience, 30 s beside the wait and ten TTLs).
+	WorkerPatience time.Duration
 	// Params set the story's parameters (scenario.Param) by name; the
 	// others keep their defaults.
 	Params map[string]float64

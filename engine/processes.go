@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -44,6 +45,44 @@ type processes struct {
 	// followers are each client's address that follows the master, for
 	// workers in a replicated topology.
 	followers map[string]*cluster.Follower
+	// misbehaved is the first worker's breach of the protocol
+	// (worker.ErrMisbehaved), which fails the run; abort, once the clients
+	// run, ends their work at once when it happens.
+	misbehaved error
+	abort      func(error)
+	// patience is worker.Options.Patience (0: its default).
+	patience time.Duration
+}
+
+// misbehave records a worker's breach of the protocol, the first one, and
+// aborts the clients' work: what follows a worker that broke the
+// protocol judges no lock.
+func (p *processes) misbehave(err error) {
+	p.mu.Lock()
+	if p.misbehaved == nil {
+		p.misbehaved = err
+	}
+	abort := p.abort
+	p.mu.Unlock()
+	if abort != nil {
+		abort(err)
+	}
+}
+
+// aborting has a worker's breach of the protocol call abort, and returns
+// the breach already recorded, if any.
+func (p *processes) aborting(abort func(error)) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.abort = abort
+	return p.misbehaved
+}
+
+// breach is the first worker's breach of the protocol, or nil.
+func (p *processes) breach() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.misbehaved
 }
 
 // opener opens the processes of client, whose wall clock is clock.
@@ -185,7 +224,7 @@ func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock)
 	}
 	h.Nodes, h.Store = h.Nodes[:len(h.Nodes)-1], h.Nodes[len(h.Nodes)-1]
 	w, err := worker.Start(context.Background(), worker.Options{Command: p.worker, Hello: h, Gate: p.env.Gate,
-		Client: client, Process: process, Clock: clock, Stderr: p.workerLog})
+		Client: client, Process: process, Clock: clock, Stderr: p.workerLog, Patience: p.patience, Misbehaved: p.misbehave})
 	if err != nil {
 		return workloads.Process{}, err
 	}

@@ -255,7 +255,7 @@ func (r *runner) prepareClients() error {
 		r.onExit(func() { f.Close() })
 		workerLog = f
 	}
-	r.procs = &processes{env: env, cl: r.cl, store: r.store, info: r.info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog,
+	r.procs = &processes{env: env, cl: r.cl, store: r.store, info: r.info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog, patience: o.WorkerPatience,
 		lock: locks.Config{TTL: o.TTL, WaiterTimeout: r.s.WaiterTimeout(o.TTL)},
 		// The store's timeout leaves room for the delays K2 puts on its links.
 		storeOpts: cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}}
@@ -342,7 +342,14 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 			go reportProgress(stop, r.o, r.rec)
 		}
 	}
-	werr = clients.Run(stop, ctx)
+	// A worker that breaks the protocol ends the clients' work at once:
+	// nothing after it judges a lock.
+	abort, cancelAbort := context.WithCancelCause(ctx)
+	r.onExit(func() { cancelAbort(nil) })
+	if err := r.procs.aborting(cancelAbort); err != nil {
+		cancelAbort(err)
+	}
+	werr = clients.Run(stop, abort)
 	cancelStop()
 	observer.Stop()
 	r.res.Lateness = meter.Stop()
@@ -372,7 +379,7 @@ func (r *runner) tally(ctx context.Context, werr, nerr error) error {
 	r.res.Ops = r.rec.Ops()
 	r.res.Commands = r.env.Gate.Profile()
 	r.res.Elapsed = time.Since(r.res.Started).Round(time.Millisecond).String()
-	if err := errors.Join(werr, nerr, r.env.Gate.Err(), r.rec.Close()); err != nil {
+	if err := errors.Join(werr, nerr, r.env.Gate.Err(), r.procs.breach(), r.rec.Close()); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

@@ -15,16 +15,17 @@ import (
 // adds its stories: a new story goes in the file of its family, a new
 // family adds its line here.
 var families = []func(add func(Scenario)){
-	leaseStories,    // stories_lease.go: the baseline, K1 to K3
-	redlockStories,  // stories_redlock.go: K4 to K6
-	clientStories,   // stories_clients.go: S1 to S5
-	failoverStories, // stories_failover.go: F1
-	sentinelStories, // stories_sentinel.go: F1 failed over by Sentinel
-	clusterStories,  // stories_cluster.go: Redis Cluster's failover and resharding
-	serviceStories,  // stories_services.go: the services' own faults
-	fieldStories,    // stories_field.go: failures users report
-	randomStory,     // random.go: exploration
-	boundaryStories, // boundary.go: exploration, one command boundary at a time
+	leaseStories,     // stories_lease.go: the baseline, K1 to K3
+	redlockStories,   // stories_redlock.go: K4 to K6
+	clientStories,    // stories_clients.go: S1 to S5
+	failoverStories,  // stories_failover.go: F1
+	sentinelStories,  // stories_sentinel.go: F1 failed over by Sentinel
+	clusterStories,   // stories_cluster.go: Redis Cluster's failover and resharding
+	serviceStories,   // stories_services.go: the services' own faults
+	fieldStories,     // stories_field.go: failures users report
+	zooKeeperStories, // stories_zookeeper.go: ZooKeeper lock recipes' reports, a killed holder
+	randomStory,      // random.go: exploration
+	boundaryStories,  // boundary.go: exploration, one command boundary at a time
 }
 
 // catalogue is the built-in stories by name. It is built on each use (a

@@ -71,6 +71,12 @@ func isolatedHolderStory() Scenario {
 			"service (not from the store); the cut heals once it has written, as it goes to release.",
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
 		Rules: []Rule{
+			expect(and(zooKeeperLibrary, tellsLoss), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.WriteWithheld},
+				Why: "the cut starves the client's pings, and its connection is SUSPENDED two thirds of a session in, long before the slow holder writes; the listener Curator's and kazoo's docs ask for (\"if SUSPENDED is reported you cannot be certain that you still hold the lock\") tells the holder, who does not write"}),
+			expect(and(zooKeeperLibrary, fenced), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},
+				Why: "the session lapses under the cut (curator#727) and a waiter takes the lock, but the cut-off holder's czxid is stale and the store refuses it"}),
+			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "curator#727 (CURATOR-206), by design in Curator 5.4 and kazoo 2.8: the lock recipe watches no connection state, so a holder whose session expires under a cut is not told, a waiter takes the lock, and the holder writes; its release then deletes nothing and says nothing"}),
 			expect(tellsLoss, verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.WriteWithheld},
 				Why: "the watchdog's renewals fail under the cut and it tells the holder (Lease.Lost): the lock is still held twice (the holder learns it only when it looks), but the holder looks before it writes and does not write (redisson#3636, #4698)"}),
 			expect(and(fenced, session), verdict.Expectation{Outcome: verdict.LockUnsafe, Show: []string{verdict.StaleWriteRejected},

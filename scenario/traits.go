@@ -35,6 +35,12 @@ var (
 	// installed is a lock people install (locks/library), not one of this
 	// repository's own.
 	installed = is("an installed library", func(i locks.Info) bool { return i.Library != "" })
+	// zooKeeperLibrary is an installed library's ZooKeeper lock recipe
+	// (Curator's InterProcessMutex, kazoo's Lock): the stories cite its
+	// own docs and trackers where they judge it.
+	zooKeeperLibrary = is("a ZooKeeper library's lock (Curator, kazoo)", func(i locks.Info) bool {
+		return i.Library != "" && i.ServerKind() == zookeeper
+	})
 	// worker is a lock whose clients run as worker processes.
 	worker         = is("run as worker processes", func(i locks.Info) bool { return i.Program != nil })
 	queued         = is("queued", func(i locks.Info) bool { return i.Queued })

@@ -43,13 +43,13 @@ else
   compile run &
   run_pid=$!
 fi
-"$work/setup" -only packages -packages python3,python3-redis,memcached,zookeeper,etcd-server,postgresql-15,mmdebstrap
+"$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mmdebstrap
 
 # The libc-allocator redis-server compiles while the image's Debian base is
 # made (mmdebstrap mostly waits on the mirror and the disk). It and the
 # matrix's command compile niced: the image tool's compile, then
 # mmdebstrap, is setup's longest path, and they fill the cores it leaves.
-nice -n 10 "$work/setup" -only build >"$work/redis.log" 2>&1 &
+nice -n 10 "$work/setup" -workers -only build >"$work/redis.log" 2>&1 &
 redis_pid=$!
 if $docker; then
   wait "$image_pid" || { sed 's/^/setup: /' "$work/image.log" >&2; exit 1; }

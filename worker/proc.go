@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -31,7 +33,36 @@ type Options struct {
 	Clock interface{ Offset() time.Duration }
 	// Stderr receives what the worker writes there (nil: discarded).
 	Stderr io.Writer
+	// Patience is how long the worker may leave hello or any request
+	// unanswered before it is taken as hung, killed, and reported as
+	// misbehaving (0: DefaultPatience of the hello). It must outlast the
+	// longest answer a working lock gives: its wait, a library's own
+	// retries, a pause the nemesis holds it in.
+	Patience time.Duration
+	// Misbehaved, when set, hears the worker's ErrMisbehaved once, as it
+	// is killed for it.
+	Misbehaved func(error)
 }
+
+// DefaultPatience is how long a worker may be silent on a request: 30 s
+// (a JVM's start and its first connection on a busy machine), plus the
+// wait of an acquire, plus ten TTLs for the pauses and retries of a
+// story.
+func DefaultPatience(h Hello) time.Duration {
+	return 30*time.Second + time.Duration(h.WaitNS) + 10*time.Duration(h.TTLNS)
+}
+
+// ErrMisbehaved is a worker that broke the protocol: a line that is not
+// JSON, a line past MaxLine, an answer to a request never made, or
+// silence past its patience. It is killed; the run that started it
+// cannot be judged (the pair's outcome is an error), because what the
+// worker did is no lock's behaviour.
+var ErrMisbehaved = errors.New("worker misbehaved")
+
+// MaxLine bounds one line from a worker: an acquire's reply is a few
+// hundred bytes, and a worker that writes more without a newline is not
+// speaking the protocol.
+const MaxLine = 1 << 20
 
 // Self starts this program again as a worker for lock: the program must
 // call ServeIfWorker before anything else.
@@ -52,7 +83,8 @@ type Proc struct {
 	cmd    *exec.Cmd
 	ctx    context.Context // ends when the worker has exited or is closed
 	cancel context.CancelFunc
-	exited chan struct{}
+	exited chan struct{} // closed once the worker is gone and read to its end
+	gone   chan struct{} // closed once the worker has exited (wait)
 
 	inMu sync.Mutex
 	in   *json.Encoder
@@ -62,6 +94,10 @@ type Proc struct {
 	pending map[int64]chan Reply
 	places  map[int64][]int // a send event's commands' places, for its reply event
 	why     error           // why the worker is gone
+	exit    error           // how the worker exited
+	// misbehaved is how the worker broke the protocol, once it has
+	// (ErrMisbehaved), for Misbehaved.
+	misbehaved error
 
 	// lost holds, by token, the Lost of each lease whose lock tells
 	// losses, from its acquire's reply to its release.
@@ -74,41 +110,91 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 	if o.Command == nil {
 		o.Command = Self
 	}
+	if o.Patience == 0 {
+		o.Patience = DefaultPatience(o.Hello)
+	}
 	cmd := o.Command(o.Hello.Lock)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	// A pipe of its own, not StdoutPipe: Wait then returns when the
+	// worker exits, though a child of it may still hold its stdout.
+	stdout, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = o.Stderr
-	if err := cluster.StartProcess(cmd); err != nil {
+	cmd.Stdout, cmd.Stderr = w, o.Stderr
+	err = cluster.StartProcess(cmd)
+	w.Close()
+	if err != nil {
+		stdout.Close()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	p := &Proc{o: o, cmd: cmd, in: json.NewEncoder(stdin), exited: make(chan struct{}),
+	p := &Proc{o: o, cmd: cmd, in: json.NewEncoder(stdin), exited: make(chan struct{}), gone: make(chan struct{}),
 		pending: map[int64]chan Reply{}, places: map[int64][]int{}, lost: map[string]chan struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if o.Gate != nil {
 		o.Gate.Attach(o.Client, o.Process, cmd.Process)
 	}
+	go p.wait()
 	go p.read(stdout)
 	hello := o.Hello
-	hctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if _, err := p.call(hctx, Request{Op: OpHello, Hello: &hello}); err != nil {
+	if _, err := p.call(ctx, Request{Op: OpHello, Hello: &hello}); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("worker for %s: %w", o.Hello.Lock, err)
+		if m := p.Misbehaved(); m != nil {
+			return nil, m
+		}
+		return nil, fmt.Errorf("worker for %s: hello: %w", o.Hello.Lock, err)
 	}
 	return p, nil
 }
 
+// misbehave records how the worker broke the protocol, the first time,
+// and kills it: whatever it was asked is then unknown, and nothing it
+// says later is read.
+func (p *Proc) misbehave(format string, a ...any) {
+	p.mu.Lock()
+	first := p.misbehaved == nil
+	if first {
+		p.misbehaved = fmt.Errorf("%w: worker for %s (client %d, process %d, pid %d) %s", ErrMisbehaved,
+			p.o.Hello.Lock, p.o.Client, p.o.Process, p.cmd.Process.Pid, fmt.Sprintf(format, a...))
+	}
+	err := p.misbehaved
+	p.mu.Unlock()
+	p.kill()
+	if first && p.o.Misbehaved != nil {
+		p.o.Misbehaved(err)
+	}
+}
+
+// Misbehaved says how the worker broke the protocol (wrapping
+// ErrMisbehaved), or nil while it has kept to it.
+func (p *Proc) Misbehaved() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.misbehaved
+}
+
+// wait waits for the worker to exit, then kills what is left of its
+// process group, whose children would otherwise keep its stdout open.
+func (p *Proc) wait() {
+	err := p.cmd.Wait()
+	p.kill()
+	if p.o.Gate != nil {
+		p.o.Gate.Detach(p.o.Process)
+	}
+	p.mu.Lock()
+	p.exit = err
+	p.mu.Unlock()
+	close(p.gone)
+}
+
 // read hands replies to their callers and events to the gate until the
 // worker's stdout ends; then every call still waiting fails as unknown.
-func (p *Proc) read(stdout io.Reader) {
+func (p *Proc) read(stdout *os.File) {
 	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	sc.Buffer(make([]byte, 64<<10), MaxLine)
 	for sc.Scan() {
 		line := sc.Bytes()
 		if len(line) == 0 || line[0] != '{' {
@@ -116,7 +202,8 @@ func (p *Proc) read(stdout io.Reader) {
 		}
 		var r Reply
 		if err := json.Unmarshal(line, &r); err != nil {
-			continue
+			p.misbehave("wrote a line that is not the protocol's JSON (%v): %.80q", err, line)
+			break
 		}
 		// Leases and their losses are kept here, in the order the
 		// worker sent them, so a loss never overtakes its lease.
@@ -134,22 +221,32 @@ func (p *Proc) read(stdout io.Reader) {
 			continue
 		}
 		p.mu.Lock()
-		ch := p.pending[r.ID]
+		ch, asked := p.pending[r.ID]
 		delete(p.pending, r.ID)
-		if r.Lease != nil && r.Lease.TellsLoss {
+		if asked && r.Lease != nil && r.Lease.TellsLoss {
 			p.lost[r.Lease.Token] = make(chan struct{})
 		}
 		p.mu.Unlock()
-		if ch != nil {
-			ch <- r
+		if !asked {
+			p.misbehave("answered request %d, which is not waiting for an answer", r.ID)
+			break
 		}
+		ch <- r
 	}
-	err := p.cmd.Wait()
-	if p.o.Gate != nil {
-		p.o.Gate.Detach(p.o.Process)
+	if err := sc.Err(); err != nil {
+		p.misbehave("wrote a line longer than %d bytes, or could not be read: %v", MaxLine, err)
 	}
+	// Read on to the end, which comes once the worker and its group are
+	// dead (wait), so nothing blocks on a full pipe; then the calls
+	// still waiting fail.
+	_, _ = io.Copy(io.Discard, stdout)
+	stdout.Close()
+	<-p.gone
 	p.mu.Lock()
-	p.why = fmt.Errorf("worker exited (%v)", err)
+	p.why = fmt.Errorf("worker exited (%v)", p.exit)
+	if p.misbehaved != nil {
+		p.why = p.misbehaved
+	}
 	p.pending = map[int64]chan Reply{}
 	p.mu.Unlock()
 	p.cancel()
@@ -214,9 +311,15 @@ func (p *Proc) call(ctx context.Context, req Request) (Reply, error) {
 	p.pending[req.ID] = ch
 	p.mu.Unlock()
 	p.write(req)
+	patience := time.NewTimer(p.o.Patience)
+	defer patience.Stop()
 	select {
 	case r := <-ch:
 		return r, errorOf(r)
+	case <-patience.C:
+		p.misbehave("left %s unanswered for %s", req.Op, p.o.Patience)
+		<-p.exited
+		return Reply{}, fmt.Errorf("%w: %v", locks.ErrUnknown, p.Misbehaved())
 	case <-p.ctx.Done():
 		p.mu.Lock()
 		why := p.why
@@ -295,8 +398,16 @@ func (p *Proc) PID() int { return p.cmd.Process.Pid }
 // Close kills the worker, as a process dies: nothing of it is released or
 // renewed any more, and waits until it is gone.
 func (p *Proc) Close() {
-	_ = p.cmd.Process.Kill() // it may have exited already
+	p.kill()
 	<-p.exited
+}
+
+// kill kills the worker's whole process group (cluster.StartProcess gives
+// it its own), so a worker started through a shell or a launcher leaves
+// no child behind. It may have exited already.
+func (p *Proc) kill() {
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	_ = p.cmd.Process.Kill()
 }
 
 var _ locks.Lock = (*Proc)(nil)

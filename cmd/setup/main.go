@@ -30,6 +30,7 @@ import (
 func main() {
 	packages := flag.String("packages", "", "more Debian `packages` to install when missing, comma-separated")
 	only := flag.String("only", "", "run one `step`: "+prereq.StepPackages+" (apt-get install, build nothing) or "+prereq.StepBuild+" (build what no package provides, install nothing)")
+	workers := flag.Bool("workers", false, "also build the worker programs of the library locks this repository tests (Curator's, in Java)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "setup: unexpected argument %q\n", flag.Arg(0))
@@ -38,6 +39,9 @@ func main() {
 	o := prereq.Options{Only: *only, Logf: func(format string, args ...any) {
 		fmt.Printf("setup: "+format+"\n", args...)
 	}}
+	if *workers {
+		o.More = prereq.Workers
+	}
 	for _, p := range strings.Split(*packages, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			o.Packages = append(o.Packages, p)

@@ -15,6 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/locktorture/locktorture/locks/library/java"
 )
 
 // Fix is the command that installs every piece. Run from a module that
@@ -55,6 +57,19 @@ var (
 	FaketimeServer = Piece{Name: faketimeServerName, Packages: []string{"gcc", "make", "libc6-dev", "dpkg-dev"},
 		Find: findFaketimeServer, Build: buildFaketimeServer}
 )
+
+// Workers are the worker programs of the library locks this repository
+// puts under test that need building: pieces setup makes only when asked
+// (cmd/setup -workers), since a user testing a lock of their own needs
+// none of them.
+var Workers = []Piece{CuratorWorker}
+
+// CuratorWorker is the Java worker around Apache Curator's
+// InterProcessMutex, compiled once with javac and given a class-data
+// archive, in the cache.
+var CuratorWorker = Piece{Name: "Curator worker", Packages: java.CuratorPackages,
+	Find:  func() (string, error) { return java.FindCurator(CacheDir()) },
+	Build: func(logf func(string, ...any)) error { return java.BuildCurator(CacheDir(), nil) }}
 
 // faketimeServerName is FaketimeServer's name, which its build's lines
 // carry.

@@ -24,6 +24,9 @@ type Options struct {
 	// installed (scripts/setup.sh: python3 and python3-redis for the
 	// redis-py lock, mmdebstrap for the docker backend's image).
 	Packages []string
+	// More are pieces to check, install and build after Pieces
+	// (scripts/setup.sh: Workers, the library locks' worker programs).
+	More []Piece
 	// Only limits Setup to one step, StepPackages or StepBuild; empty is
 	// both, packages first (they are the build's tools).
 	Only string
@@ -46,7 +49,7 @@ func Setup(o Options) error {
 	}
 	start := time.Now()
 	did := false
-	missing := findMissing(o.Only == StepBuild, logf)
+	missing := findMissing(append(slices.Clone(Pieces), o.More...), o.Only == StepBuild, logf)
 	if o.Only != StepBuild {
 		left, installed, err := installPackages(o.Packages, missing, logf)
 		if err != nil {
@@ -67,9 +70,9 @@ func Setup(o Options) error {
 
 // findMissing lists the pieces that are not there (only those built, if
 // builtOnly), saying of each whether it is.
-func findMissing(builtOnly bool, logf func(string, ...any)) []Piece {
+func findMissing(pieces []Piece, builtOnly bool, logf func(string, ...any)) []Piece {
 	var missing []Piece
-	for _, p := range Pieces {
+	for _, p := range pieces {
 		if builtOnly && p.Build == nil {
 			continue
 		}

@@ -1,4 +1,5 @@
-// Package library puts the Redis locks people install under test. Each
+// Package library puts the locks people install under test: Redis locks,
+// and the ZooKeeper recipes of Curator (Java) and kazoo (Python). Each
 // adapter is one file that uses its library as the library's own README
 // does (its options, its retries, its clock, its way to extend a lease) and
 // sorts the library's errors into the three the harness judges by:
@@ -21,6 +22,8 @@ var adapters = []func(register func(locks.Info)){
 	redsyncLocks,   // redsync.go
 	redislockLocks, // redislock.go
 	redisPyLocks,   // redispy.go
+	curatorLocks,   // curator.go
+	kazooLocks,     // kazoo.go
 }
 
 // Register puts every adapter in the lock registry (locks.Lookup), once

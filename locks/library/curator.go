@@ -1,0 +1,75 @@
+package library
+
+import (
+	"os/exec"
+	"time"
+
+	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/internal/prereq"
+	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/locks/library/java"
+)
+
+// zooKeeperClaims are the faults under which Curator's and kazoo's
+// ZooKeeper locks say they hold: the lock is the lowest ephemeral
+// sequential node, and an ephemeral node lives exactly as long as the
+// session that made it (Curator's InterProcessMutex docs; kazoo's Lock
+// docstring). So one member of three killed or restarted, the leader
+// too, leaves a quorum that keeps the node and gives the session a fresh
+// timeout (NodeCrash, Failover); a dead client's session ends and its
+// node goes (ClientCrash); no wall clock is read (ClientClock); latency
+// below the session timeout keeps the session (Latency).
+//
+// Not ClientPause nor Partition: both libraries' docs tell users that
+// a SUSPENDED connection may mean the lock is lost, and that after
+// LOST it is (Curator's Tech Note 10, kazoo's "Handling connections"):
+// a holder silent past its session loses its node while it believes it
+// holds. Not NodePause: a paused member accepts connections and answers
+// nothing, and at the sessions the stories run the holder's client may
+// not find another member before the new leader's fresh timeout ends.
+var zooKeeperClaims = []fault.Kind{fault.NodeCrash, fault.Failover, fault.ClientCrash, fault.ClientClock, fault.Latency}
+
+// zooKeeperMinTTL is the shortest session the libraries are run with: a
+// JVM or Python worker per client beside three ZooKeeper JVMs on two
+// cores leaves a shorter session too few acquisitions before a story's
+// fault, and too little room beside the machine's own delays.
+const zooKeeperMinTTL = time.Second
+
+// zooKeeperLibrary is what Curator's and kazoo's locks share: the
+// ensemble they run on and what ends their hold.
+func zooKeeperLibrary(name, library, summary string, fenced, tellsLoss bool, program func() *exec.Cmd) locks.Info {
+	return locks.Info{
+		Name:    name,
+		Traits:  locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true, TellsLoss: tellsLoss},
+		Library: library,
+		Summary: summary,
+		Nodes:   3,
+		Server:  "zookeeper",
+		Fenced:  fenced,
+		MinTTL:  zooKeeperMinTTL,
+		Claims:  zooKeeperClaims,
+		Program: program,
+	}
+}
+
+// curatorLibrary names the library as Debian ships it.
+const curatorLibrary = "Apache Curator 5.4 (Debian's libcurator-recipes-java)"
+
+// curatorLocks registers Curator's InterProcessMutex as its users run it
+// (a CuratorFramework with session and connection timeouts of the TTL and
+// an exponential-backoff retry policy; acquire(time, unit) and release()),
+// each client a JVM running locks/library/java/CuratorWorker.java: plain,
+// fenced by the lock node's creation zxid, and with the
+// ConnectionStateListener Curator's docs ask of careful users.
+func curatorLocks(register func(locks.Info)) {
+	program := func() *exec.Cmd { return java.CuratorCommand(prereq.CacheDir()) }
+	register(zooKeeperLibrary("curator", curatorLibrary,
+		"Apache Curator's InterProcessMutex (Debian's libcurator-recipes-java 5.4): lowest ephemeral sequential node holds while its session lives; each client a JVM",
+		false, false, program))
+	register(zooKeeperLibrary("curator-fenced", curatorLibrary,
+		"Curator's InterProcessMutex, the lock node's creation zxid (read after the acquire) as fencing token",
+		true, false, program))
+	register(zooKeeperLibrary("curator-listener", curatorLibrary,
+		"Curator's InterProcessMutex with a ConnectionStateListener that takes SUSPENDED and LOST as a lost lock, as Curator's docs ask",
+		false, true, program))
+}

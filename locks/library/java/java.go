@@ -1,0 +1,203 @@
+// Package java builds and starts the worker programs written in Java: today
+// CuratorWorker, which puts Apache Curator's InterProcessMutex under test
+// with the jars Debian installs (libcurator-recipes-java). It imports only
+// the standard library, so cmd/setup, which builds the worker once with the
+// machine's other pieces, still compiles in seconds.
+//
+// A worker is compiled once with javac and its classes dumped into a
+// class-data-sharing archive (a run of the worker's own train mode under
+// -XX:ArchiveClassesAtExit), both kept in the harness's cache under a name
+// that is a hash of the source: a JVM per client then starts from mapped
+// classes instead of parsing jars, which is what makes one JVM per client
+// affordable on two cores.
+package java
+
+import (
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+//go:embed CuratorWorker.java
+var curatorSource []byte
+
+// CuratorClasspath is Curator's jars as Debian installs them (their
+// manifests name ZooKeeper's, Guava's and slf4j's), and slf4j's no-op
+// binding, so neither Curator nor ZooKeeper writes a line the worker did
+// not mean.
+var CuratorClasspath = []string{
+	"/usr/share/java/curator-recipes.jar",
+	"/usr/share/java/curator-framework.jar",
+	"/usr/share/java/curator-client.jar",
+	"/usr/share/java/slf4j-nop.jar",
+}
+
+// CuratorPackages are the Debian packages the worker is built and run
+// from: the JDK for javac, Curator and its dependencies, slf4j's bindings.
+var CuratorPackages = []string{"openjdk-17-jdk-headless", "libcurator-recipes-java", "libslf4j-java"}
+
+// jvmFlags start a small client JVM fast on a busy two-core machine: a
+// small heap with the serial collector (no GC threads), only the quick
+// C1 compiler, no perf-data file, IPv4 loopback.
+var jvmFlags = []string{
+	"-Xshare:auto",
+	"-XX:TieredStopAtLevel=1",
+	"-XX:+UseSerialGC",
+	"-Xms8m", "-Xmx64m",
+	"-Xss512k",
+	"-XX:ReservedCodeCacheSize=24m",
+	"-XX:-UsePerfData",
+	"-Djava.net.preferIPv4Stack=true",
+}
+
+const (
+	curatorMain    = "CuratorWorker"
+	curatorArchive = "curator.jsa"
+)
+
+// CuratorDir is where the worker built from this source lives under cache:
+// a new source is a new directory, built anew.
+func CuratorDir(cache string) string {
+	sum := sha256.Sum256(curatorSource)
+	return filepath.Join(cache, "curator-worker-"+hex.EncodeToString(sum[:6]))
+}
+
+// FindCurator says where the built worker is, or why it is not usable.
+func FindCurator(cache string) (string, error) {
+	dir := CuratorDir(cache)
+	for _, f := range []string{filepath.Join("classes", curatorMain+".class"), curatorArchive} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			return "", fmt.Errorf("the Curator worker is not built at %s", dir)
+		}
+	}
+	for _, jar := range CuratorClasspath {
+		if _, err := os.Stat(jar); err != nil {
+			return "", fmt.Errorf("%s not found (apt-get install %s)", jar, strings.Join(CuratorPackages, " "))
+		}
+	}
+	return dir, nil
+}
+
+// BuildCurator compiles the worker and makes its class-data archive under
+// cache, unless they are there already. Another process building the same
+// source at the same time waits for it (a lock file), and a build that
+// fails half-way leaves nothing behind: it is made in a temporary
+// directory and renamed into place whole.
+func BuildCurator(cache string, logf func(format string, args ...any)) error {
+	if _, err := FindCurator(cache); err == nil {
+		return nil
+	}
+	for _, tool := range []string{"javac", "java"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("the Curator worker needs %s: apt-get install %s", tool, strings.Join(CuratorPackages, " "))
+		}
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return err
+	}
+	unlock, err := lockFile(filepath.Join(cache, "curator-worker.lock"))
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := FindCurator(cache); err == nil {
+		return nil // built by another process while this one waited
+	}
+	start := time.Now()
+	tmp, err := os.MkdirTemp(cache, "curator-build-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	src := filepath.Join(tmp, curatorMain+".java")
+	if err := os.WriteFile(src, curatorSource, 0o644); err != nil {
+		return err
+	}
+	cp := strings.Join(CuratorClasspath, ":")
+	classes := filepath.Join(tmp, "classes")
+	if out, err := exec.Command("javac", "-nowarn", "-d", classes, "-cp", cp, src).CombinedOutput(); err != nil {
+		return fmt.Errorf("javac %s: %v: %s", curatorMain, err, firstLine(out))
+	}
+	// The archive records the classpath it was made with, so it is made
+	// with the classes' final path: the build directory, renamed into
+	// place, would not match. Train in place after the rename instead.
+	dir := CuratorDir(cache)
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return err
+	}
+	train := exec.Command("java", append(append([]string{"-XX:ArchiveClassesAtExit=" + filepath.Join(dir, curatorArchive+".tmp")}, jvmFlags...),
+		"-cp", curatorClasspath(dir), curatorMain, "train")...)
+	if out, err := train.CombinedOutput(); err != nil {
+		os.RemoveAll(dir)
+		return fmt.Errorf("the Curator worker's class-data archive: %v: %s", err, firstLine(out))
+	}
+	if err := os.Rename(filepath.Join(dir, curatorArchive+".tmp"), filepath.Join(dir, curatorArchive)); err != nil {
+		os.RemoveAll(dir)
+		return err
+	}
+	if logf != nil {
+		logf("Curator worker: built in %s (%s)", time.Since(start).Round(100*time.Millisecond), dir)
+	}
+	return nil
+}
+
+// curatorClasspath is the worker's classes before Curator's jars.
+func curatorClasspath(dir string) string {
+	return strings.Join(append([]string{filepath.Join(dir, "classes")}, CuratorClasspath...), ":")
+}
+
+// CuratorCommand is the command that starts one Curator worker, built
+// first if it is not (once per process: cmd/setup builds it ahead, so a
+// story never waits on javac). A build that fails is the command's Err,
+// which its Start returns: the run that wanted it fails with that line.
+func CuratorCommand(cache string) *exec.Cmd {
+	built.Do(func() { builtErr = BuildCurator(cache, nil) })
+	dir := CuratorDir(cache)
+	cmd := exec.Command("java", append(append([]string{"-XX:SharedArchiveFile=" + filepath.Join(dir, curatorArchive)}, jvmFlags...),
+		"-cp", curatorClasspath(dir), curatorMain)...)
+	if builtErr != nil {
+		cmd.Err = builtErr
+	}
+	return cmd
+}
+
+var (
+	built    sync.Once
+	builtErr error
+)
+
+// lockFile takes an exclusive lock on path, waiting for it, and returns
+// its release.
+func lockFile(path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { f.Close() }, nil
+}
+
+// firstLine is the first non-empty line of a tool's output, for a
+// one-line error.
+func firstLine(out []byte) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return "(no output)"
+}
