@@ -305,6 +305,7 @@ public final class CuratorWorker {
                     stateNow(s);
                 }
             });
+            long t0 = System.nanoTime();
             c.start();
             if (!c.blockUntilConnected((int) connectWaitMs, TimeUnit.MILLISECONDS)) {
                 c.close();
@@ -312,7 +313,9 @@ public final class CuratorWorker {
             }
             client = c;
             try {
-                log("serving " + lock + ", session 0x" + Long.toHexString(c.getZookeeperClient().getZooKeeper().getSessionId()));
+                log("serving " + lock + ", session 0x" + Long.toHexString(c.getZookeeperClient().getZooKeeper().getSessionId())
+                        + ", connected in " + (System.nanoTime() - t0) / 1_000_000 + " ms, "
+                        + (System.nanoTime() - mainStartNs) / 1_000_000 + " ms after main began");
             } catch (Exception e) {
                 log("serving " + lock);
             }
@@ -1133,7 +1136,11 @@ public final class CuratorWorker {
 
     // ------------------------------------------------------------------ main
 
+    /** When main began, for the hello's log line. */
+    static long mainStartNs = System.nanoTime();
+
     public static void main(String[] args) throws Exception {
+        mainStartNs = System.nanoTime();
         if (args.length == 1 && args[0].equals("train")) {
             train();
             System.exit(0);
