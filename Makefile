@@ -61,9 +61,15 @@ unit:
 # Redis one and is make run's, not this 12-minute budget's: the other
 # service locks (memcached-add's 4 s lease makes its run 28 s), a leader
 # killed under a holder, and the ensembles' own tests (locks/services).
+# Then one story for each ZooKeeper library, the one that tells it apart:
+# Curator in ensemble-restart, where it alone lets two in (curator#1121),
+# and kazoo's listener in isolated-holder, where the care its docs ask for
+# keeps the store safe.
 matrix:
 	go run ./cmd/run -scenario all -service redis -out results
 	go run ./cmd/run -scenario paused-holder -lock zk,etcd-fenced,pg-lease,pg-advisory -out results/services
+	go run ./cmd/run -scenario ensemble-restart -lock curator -out results/curator
+	go run ./cmd/run -scenario isolated-holder -lock kazoo-listener -out results/kazoo
 
 # The docker backend on the stories that need a node's fault most (a frozen
 # holder, a failover, a RedLock node's clock and its crash), for the

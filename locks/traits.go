@@ -54,6 +54,12 @@ type Traits struct {
 	// Quorum is true when the lock lives on a consensus ensemble that
 	// keeps it on a quorum of members (ZooKeeper, etcd).
 	Quorum bool `json:"quorum,omitempty"`
+	// ClientEndsSession is true when the client declares its session
+	// lost by its own clock, once it has heard nothing from the ensemble
+	// for a session timeout, and opens a new one, while the ensemble may
+	// still keep the old session and its nodes (Curator's simulated
+	// session expiration, on by default since Curator 3).
+	ClientEndsSession bool `json:"client_ends_session,omitempty"`
 }
 
 // Ending is what ends a hold whose holder never releases it.

@@ -173,6 +173,8 @@ func (s Scenario) Check() error {
 		return bad("hold_ttls", "%g is below zero", s.HoldTTLs)
 	case s.WaiterTimeoutTTLs < 0:
 		return bad("waiter_timeout_ttls", "%g is below zero", s.WaiterTimeoutTTLs)
+	case s.WaitTTLs < 0:
+		return bad("wait_ttls", "%g is below zero", s.WaitTTLs)
 	case s.Topology.Sentinel && !s.Topology.Replicated:
 		return bad("topology.sentinel", "Sentinel watches a replicated master: set topology.replicated too")
 	case s.Topology.Cluster && (s.Topology.Replicated || s.Topology.Sentinel):

@@ -173,6 +173,9 @@ type Scenario struct {
 	HoldTTLs float64 `json:"hold_ttls,omitempty"`
 	// WaiterTimeoutTTLs is a queued lock's waiter timeout, in TTLs (0: 2).
 	WaiterTimeoutTTLs float64 `json:"waiter_timeout_ttls,omitempty"`
+	// WaitTTLs is how long an acquire keeps trying while the lock is
+	// taken, in TTLs (0: the lock's default, one TTL).
+	WaitTTLs float64 `json:"wait_ttls,omitempty"`
 	// InProcess, when set, says why the story needs its clients inside
 	// the harness's process: -client-procs is refused with it.
 	InProcess string `json:"in_process,omitempty"`
@@ -303,6 +306,12 @@ func (e *Env) TTLs(n float64) time.Duration { return time.Duration(math.Round(n 
 // Locks lists the locks a scenario has expectations for, sorted.
 func (s Scenario) Locks() []string {
 	return slices.Sorted(maps.Keys(s.Expect))
+}
+
+// Wait is how long an acquire keeps trying in a run of s (0: the lock's
+// default).
+func (s Scenario) Wait(ttl time.Duration) time.Duration {
+	return time.Duration(s.WaitTTLs * float64(ttl))
 }
 
 // WaiterTimeout is a queued lock's waiter timeout in a run of s: by

@@ -1,6 +1,8 @@
 package scenario
 
 import (
+	"time"
+
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/workloads"
@@ -15,6 +17,7 @@ import (
 func zooKeeperStories(add func(Scenario)) {
 	add(killedHolderStory())
 	add(releaseCutStory())
+	add(ensembleRestartStory())
 }
 
 func killedHolderStory() Scenario {
@@ -51,5 +54,35 @@ func releaseCutStory() Scenario {
 		Requires: []fault.Evidence{{Op: fault.PartitionStart}, {Op: fault.PartitionEnd}},
 		Plan: Plan{arm(1, Trap{Point: workloads.BeforeRelease, Client: "any",
 			Then: []Action{{Do: "partition", Cuts: []Cut{{From: "client caught", Nodes: []string{"all"}}}}, {Do: "heal", Delay: TTLs(2)}}})},
+	}
+}
+
+func ensembleRestartStory() Scenario {
+	return Scenario{
+		Name:   "ensemble-restart",
+		NotFor: notFor("curator#1121 is a session expired on the client and kept on the ensemble, which a ZooKeeper lock recipe meets; a server of one's restart is server-crash", redis, etcd, postgres, memcached),
+		Story: "Field (curator#1121, CURATOR-604): while one client holds the lock and the others wait, every member of the ensemble is killed " +
+			"and stays down for 1.3 sessions, then restarts. The restarted ensemble restores every session with a fresh timeout, but a client " +
+			"that declared its session lost meanwhile has opened a new one, while its old lock node lives on: the holder releases, a waiter finds " +
+			"its old node first and takes the lock, works on (1.5 sessions), and the old session's expiry deletes that node under it.",
+		// Three seconds, so the outage outlasts the session the client
+		// counts (its LOST) and the restarted ensemble's election and the
+		// clients' reconnect pauses (up to a second each) fit inside the
+		// restored sessions' fresh timeout.
+		TTL: 3 * time.Second, WaitTTLs: 4,
+		TimeLimitTTLs: 8, MinTimeLimitTTLs: 7,
+		Rules: []Rule{
+			expect(and(clientEndsSession, fenced), verdict.Expectation{Outcome: verdict.LockUnsafe,
+				Why: "curator#1121 just the same, but the waiter's lock node is its old session's, created before its successors', so its czxid is the older and the store refuses its write once a successor has written"}),
+			expect(clientEndsSession, verdict.Expectation{Outcome: verdict.Unsafe,
+				Why: "curator#1121 (CURATOR-604, open): Curator declares the sessions LOST while the ensemble is down and opens new ones; the restarted ensemble restores the old sessions and their nodes; a waiter on its new session finds its old node first (LockInternals checks the node's name, never its owner) and holds the lock until the old session expires under it, and the next waiter takes it. A listener hears RECONNECTED and nothing after it"}),
+			expect(kind(zookeeper), verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the client never gives its session up by its own clock (kazoo's LOST comes only from the ensemble; go-zookeeper's likewise): it reconnects with the same session, which the restarted ensemble restored, and its node is its own"}),
+		},
+		Requires: []fault.Evidence{{Op: fault.Kill}, {Op: fault.Restart}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
+		Plan: Plan{arm(1, Trap{Point: workloads.BeforeRelease, Client: "any", Pause: TTLs(0.1), Stall: true,
+			Then: []Action{{Do: "kill", Node: "n1"}, {Do: "kill", Node: "n2"}, {Do: "kill", Node: "n3"},
+				{Do: "restart", Node: "n1", Delay: TTLs(1.3)}, {Do: "restart", Node: "n2", Delay: TTLs(1.3)}, {Do: "restart", Node: "n3", Delay: TTLs(1.3)}},
+			Wake: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.5), Stall: true})}})},
 	}
 }

@@ -42,16 +42,17 @@ var (
 		return i.Library != "" && i.ServerKind() == zookeeper
 	})
 	// worker is a lock whose clients run as worker processes.
-	worker         = is("run as worker processes", func(i locks.Info) bool { return i.Program != nil })
-	queued         = is("queued", func(i locks.Info) bool { return i.Queued })
-	expirySeparate = is("its expiry set by a command of its own", func(i locks.Info) bool { return i.Traits.ExpirySeparate })
-	validity       = is("checking its validity after acquiring", func(i locks.Info) bool { return i.Traits.Validity })
-	tellsLoss      = is("telling its holder of a lost lease", func(i locks.Info) bool { return i.Traits.TellsLoss })
-	detached       = is("acquiring apart from its caller", func(i locks.Info) bool { return i.Traits.Detached })
-	retracts       = is("deleting its key after a failed try", func(i locks.Info) bool { return i.Traits.Retracts })
-	waits          = is("waiting for its replicas (WAIT)", func(i locks.Info) bool { return i.Traits.Waits })
-	otherKeys      = is("naming keys beside its own", func(i locks.Info) bool { return i.Traits.OtherKeys })
-	notified       = is("waking its waiters by a published release", func(i locks.Info) bool { return i.Traits.Notified })
+	worker            = is("run as worker processes", func(i locks.Info) bool { return i.Program != nil })
+	queued            = is("queued", func(i locks.Info) bool { return i.Queued })
+	expirySeparate    = is("its expiry set by a command of its own", func(i locks.Info) bool { return i.Traits.ExpirySeparate })
+	validity          = is("checking its validity after acquiring", func(i locks.Info) bool { return i.Traits.Validity })
+	tellsLoss         = is("telling its holder of a lost lease", func(i locks.Info) bool { return i.Traits.TellsLoss })
+	detached          = is("acquiring apart from its caller", func(i locks.Info) bool { return i.Traits.Detached })
+	retracts          = is("deleting its key after a failed try", func(i locks.Info) bool { return i.Traits.Retracts })
+	waits             = is("waiting for its replicas (WAIT)", func(i locks.Info) bool { return i.Traits.Waits })
+	otherKeys         = is("naming keys beside its own", func(i locks.Info) bool { return i.Traits.OtherKeys })
+	clientEndsSession = is("ending its session by its own clock", func(i locks.Info) bool { return i.Traits.ClientEndsSession })
+	notified          = is("waking its waiters by a published release", func(i locks.Info) bool { return i.Traits.Notified })
 )
 
 // ends picks the locks whose hold ends as e says.

@@ -37,10 +37,11 @@ const zooKeeperMinTTL = time.Second
 
 // zooKeeperLibrary is what Curator's and kazoo's locks share: the
 // ensemble they run on and what ends their hold.
-func zooKeeperLibrary(name, library, summary string, fenced, tellsLoss bool, program func() *exec.Cmd) locks.Info {
+func zooKeeperLibrary(name, library, summary string, fenced, tellsLoss, endsSession bool, program func() *exec.Cmd) locks.Info {
 	return locks.Info{
-		Name:    name,
-		Traits:  locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true, TellsLoss: tellsLoss},
+		Name: name,
+		Traits: locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true, TellsLoss: tellsLoss,
+			ClientEndsSession: endsSession},
 		Library: library,
 		Summary: summary,
 		Nodes:   3,
@@ -60,16 +61,19 @@ const curatorLibrary = "Apache Curator 5.4 (Debian's libcurator-recipes-java)"
 // an exponential-backoff retry policy; acquire(time, unit) and release()),
 // each client a JVM running locks/library/java/CuratorWorker.java: plain,
 // fenced by the lock node's creation zxid, and with the
-// ConnectionStateListener Curator's docs ask of careful users.
+// ConnectionStateListener Curator's docs ask of careful users. Curator
+// ends a session itself once it has been SUSPENDED for a session timeout
+// (ConnectionStateManager's simulated expiration, Tech Note 14), and opens
+// a new one.
 func curatorLocks(register func(locks.Info)) {
 	program := func() *exec.Cmd { return java.CuratorCommand(prereq.CacheDir()) }
 	register(zooKeeperLibrary("curator", curatorLibrary,
 		"Apache Curator's InterProcessMutex (Debian's libcurator-recipes-java 5.4): lowest ephemeral sequential node holds while its session lives; each client a JVM",
-		false, false, program))
+		false, false, true, program))
 	register(zooKeeperLibrary("curator-fenced", curatorLibrary,
 		"Curator's InterProcessMutex, the lock node's creation zxid (read after the acquire) as fencing token",
-		true, false, program))
+		true, false, true, program))
 	register(zooKeeperLibrary("curator-listener", curatorLibrary,
 		"Curator's InterProcessMutex with a ConnectionStateListener that takes SUSPENDED and LOST as a lost lock, as Curator's docs ask",
-		false, true, program))
+		false, true, true, program))
 }

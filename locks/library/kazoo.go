@@ -19,16 +19,18 @@ const kazooLibrary = "kazoo 2.8 (Debian's python3-kazoo)"
 // KazooClient whose session timeout is the TTL, client.Lock(path,
 // identifier), acquire(timeout=...), release()), each client a Python
 // worker: plain, fenced by the lock node's creation zxid, and with the
-// connection listener kazoo's docs ask lock users to add.
+// connection listener kazoo's docs ask lock users to add. kazoo never ends
+// a session itself: LOST comes only from the ensemble (its
+// _session_callback).
 func kazooLocks(register func(locks.Info)) {
 	program := func() *exec.Cmd { return exec.Command(python, "-c", kazooWorker) }
 	register(zooKeeperLibrary("kazoo", kazooLibrary,
 		"kazoo's Lock recipe (Debian's python3-kazoo 2.8): lowest ephemeral sequential node holds while its session lives; each client a Python worker",
-		false, false, program))
+		false, false, false, program))
 	register(zooKeeperLibrary("kazoo-fenced", kazooLibrary,
 		"kazoo's Lock, the lock node's creation zxid (read after the acquire) as fencing token",
-		true, false, program))
+		true, false, false, program))
 	register(zooKeeperLibrary("kazoo-listener", kazooLibrary,
 		"kazoo's Lock with a connection listener that takes SUSPENDED and LOST as a lost lock, as kazoo's docs ask",
-		false, true, program))
+		false, true, false, program))
 }

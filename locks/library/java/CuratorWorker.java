@@ -408,6 +408,19 @@ public final class CuratorWorker {
                     return new Reply(err(UNKNOWN, "acquire: lock node " + token + " is gone"));
                 }
                 lease.put("fence", st.getCzxid());
+                // Said for people reading workers.log: Curator checks its
+                // node's name in the listing, never the session that owns
+                // it (curator#1121), so a node an earlier session left is
+                // taken for the lock and dies with that session.
+                try {
+                    long session = client.getZookeeperClient().getZooKeeper().getSessionId();
+                    if (st.getEphemeralOwner() != session) {
+                        log("acquired " + token + ", a node of session 0x" + Long.toHexString(st.getEphemeralOwner())
+                                + ", while connected as session 0x" + Long.toHexString(session));
+                    }
+                } catch (Exception e) {
+                    log("acquired " + token + "; our session unknown: " + describe(e));
+                }
             }
             holding.put(key, token);
             handedOut.add(token);

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -78,11 +79,17 @@ const (
 	curatorArchive = "curator.jsa"
 )
 
-// CuratorDir is where the worker built from this source lives under cache:
-// a new source is a new directory, built anew.
+// CuratorDir is where the worker built from this source, classpath and
+// flags lives under cache: a class-data archive loads only with the
+// classpath and flags it was made with, so a change to any of them is a
+// new directory, built anew.
 func CuratorDir(cache string) string {
-	sum := sha256.Sum256(curatorSource)
-	return filepath.Join(cache, "curator-worker-"+hex.EncodeToString(sum[:6]))
+	h := sha256.New()
+	h.Write(curatorSource)
+	for _, s := range append(slices.Clone(CuratorClasspath), jvmFlags...) {
+		h.Write([]byte("\x00" + s))
+	}
+	return filepath.Join(cache, "curator-worker-"+hex.EncodeToString(h.Sum(nil)[:6]))
 }
 
 // FindCurator says where the built worker is, or why it is not usable.
