@@ -258,16 +258,18 @@ func (p *processes) follower(peer string) (*cluster.Follower, error) {
 	return f, nil
 }
 
-// close closes every connection any process opened.
+// close closes every connection any process opened, and every worker,
+// outside the lock: a worker that breaches the protocol as it is closed
+// reports to misbehave, which takes it.
 func (p *processes) close() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
+	conns, workers := p.conns, p.workerProcs
+	p.conns, p.workerProcs = nil, nil
+	p.mu.Unlock()
+	for c := range conns {
 		c.Close()
 	}
-	p.conns = nil
-	for _, w := range p.workerProcs {
+	for _, w := range workers {
 		w.Close()
 	}
-	p.workerProcs = nil
 }

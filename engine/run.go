@@ -19,6 +19,7 @@ import (
 	"github.com/locktorture/locktorture/observe"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/worker"
 	"github.com/locktorture/locktorture/workloads"
 )
 
@@ -379,7 +380,11 @@ func (r *runner) tally(ctx context.Context, werr, nerr error) error {
 	r.res.Ops = r.rec.Ops()
 	r.res.Commands = r.env.Gate.Profile()
 	r.res.Elapsed = time.Since(r.res.Started).Round(time.Millisecond).String()
-	if err := errors.Join(werr, nerr, r.env.Gate.Err(), r.procs.breach(), r.rec.Close()); err != nil {
+	breach := r.procs.breach()
+	if errors.Is(werr, worker.ErrMisbehaved) {
+		breach = nil // the clients' error says it already
+	}
+	if err := errors.Join(werr, nerr, r.env.Gate.Err(), breach, r.rec.Close()); err != nil {
 		return err
 	}
 	if ctx.Err() != nil {

@@ -23,6 +23,8 @@ func serverCrashStory() Scenario {
 			"had not synced is gone) and restarts at once; the holder, briefly paused inside its lease, then writes.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
 		Rules: []Rule{
+			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the ensemble keeps the lock node on a quorum; a client whose member died is SUSPENDED and reconnects to another within its session (the ZooKeeper client's own round of members, under Curator's retry policy or kazoo's connection retry), so the session and its node live on, and the holder's release deletes its own node"}),
 			expect(quorum, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the lock lives on a quorum, which one member's death does not break; the member rejoins from its fsynced log"}),
 			expect(connection, verdict.Expectation{Outcome: verdict.Unsafe,
@@ -51,8 +53,12 @@ func leaderFailoverStory() Scenario {
 		Story: "While a client holds the lock, the leader of the ensemble is killed (kill -9) and stays down; once the other two " +
 			"members have elected a new leader, the holder, briefly paused, writes and releases, and the others go on locking.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
-		Rules: []Rule{expect(quorum, verdict.Expectation{Outcome: verdict.Safe,
-			Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"})},
+		Rules: []Rule{
+			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "the new leader has every committed lock node and gives every session a fresh timeout; a client of the dead leader is SUSPENDED and reconnects to a member of the new quorum within its session, so no node goes and nobody is told LOST"}),
+			expect(quorum, verdict.Expectation{Outcome: verdict.Safe,
+				Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"}),
+		},
 		Requires: []fault.Evidence{{Op: fault.Kill}},
 		// The holder goes on only once a new leader is there: a release
 		// sent into the election finds no leader, its outcome is unknown,

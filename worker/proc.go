@@ -2,6 +2,7 @@ package worker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
@@ -52,9 +55,9 @@ func DefaultPatience(h Hello) time.Duration {
 	return 30*time.Second + time.Duration(h.WaitNS) + 10*time.Duration(h.TTLNS)
 }
 
-// ErrMisbehaved is a worker that broke the protocol: a line that is not
-// JSON, a line past MaxLine, an answer to a request never made, or
-// silence past its patience. It is killed; the run that started it
+// ErrMisbehaved is a worker that broke the protocol: a line that starts
+// as the protocol's ('{') and is not JSON, a line past MaxLine, an answer
+// to a request never made, or silence past its patience. It is killed; the run that started it
 // cannot be judged (the pair's outcome is an error), because what the
 // worker did is no lock's behaviour.
 var ErrMisbehaved = errors.New("worker misbehaved")
@@ -95,6 +98,8 @@ type Proc struct {
 	places  map[int64][]int // a send event's commands' places, for its reply event
 	why     error           // why the worker is gone
 	exit    error           // how the worker exited
+	reaped  bool            // wait has reaped it
+	closing bool            // Close has killed it
 	// misbehaved is how the worker broke the protocol, once it has
 	// (ErrMisbehaved), for Misbehaved.
 	misbehaved error
@@ -155,6 +160,12 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 // says later is read.
 func (p *Proc) misbehave(format string, a ...any) {
 	p.mu.Lock()
+	if p.closing || p.reaped {
+		// Killed by the harness, or dead already: whatever it wrote last
+		// was cut off by its death, not a breach.
+		p.mu.Unlock()
+		return
+	}
 	first := p.misbehaved == nil
 	if first {
 		p.misbehaved = fmt.Errorf("%w: worker for %s (client %d, process %d, pid %d) %s", ErrMisbehaved,
@@ -178,14 +189,25 @@ func (p *Proc) Misbehaved() error {
 
 // wait waits for the worker to exit, then kills what is left of its
 // process group, whose children would otherwise keep its stdout open.
+// The group is killed while its leader is a zombie, not yet reaped, so
+// its id cannot have gone to another process (every server and worker
+// here leads a group of its own).
 func (p *Proc) wait() {
+	pid := p.cmd.Process.Pid
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
 	err := p.cmd.Wait()
-	p.kill()
 	if p.o.Gate != nil {
 		p.o.Gate.Detach(p.o.Process)
 	}
 	p.mu.Lock()
-	p.exit = err
+	p.exit, p.reaped = err, true
 	p.mu.Unlock()
 	close(p.gone)
 }
@@ -195,10 +217,23 @@ func (p *Proc) wait() {
 func (p *Proc) read(stdout *os.File) {
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64<<10), MaxLine)
+	// A last line with no newline is what a worker killed as it wrote
+	// leaves: not a line of the protocol's, and no breach.
+	cut := false
+	sc.Split(func(data []byte, atEOF bool) (int, []byte, error) {
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			return i + 1, data[:i], nil
+		}
+		if atEOF && len(data) > 0 {
+			cut = true
+			return len(data), data, nil
+		}
+		return 0, nil, nil
+	})
 	for sc.Scan() {
-		line := sc.Bytes()
-		if len(line) == 0 || line[0] != '{' {
-			continue // not the protocol's: a stray print
+		line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
+		if cut || len(line) == 0 || line[0] != '{' {
+			continue // not the protocol's: a stray print, or a line cut off
 		}
 		var r Reply
 		if err := json.Unmarshal(line, &r); err != nil {
@@ -237,8 +272,13 @@ func (p *Proc) read(stdout *os.File) {
 		p.misbehave("wrote a line longer than %d bytes, or could not be read: %v", MaxLine, err)
 	}
 	// Read on to the end, which comes once the worker and its group are
-	// dead (wait), so nothing blocks on a full pipe; then the calls
-	// still waiting fail.
+	// dead (wait), so nothing blocks on a full pipe; a process that left
+	// the group (setsid) and keeps the pipe open gets a second more.
+	// Then the calls still waiting fail.
+	go func() {
+		<-p.gone
+		_ = stdout.SetReadDeadline(time.Now().Add(time.Second))
+	}()
 	_, _ = io.Copy(io.Discard, stdout)
 	stdout.Close()
 	<-p.gone
@@ -398,15 +438,17 @@ func (p *Proc) PID() int { return p.cmd.Process.Pid }
 // Close kills the worker, as a process dies: nothing of it is released or
 // renewed any more, and waits until it is gone.
 func (p *Proc) Close() {
+	p.mu.Lock()
+	p.closing = true
+	p.mu.Unlock()
 	p.kill()
 	<-p.exited
 }
 
-// kill kills the worker's whole process group (cluster.StartProcess gives
-// it its own), so a worker started through a shell or a launcher leaves
-// no child behind. It may have exited already.
+// kill kills the worker; wait then kills the rest of its process group
+// (cluster.StartProcess gives it its own), so a worker started through a
+// shell or a launcher leaves no child behind. It may have exited already.
 func (p *Proc) kill() {
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
 	_ = p.cmd.Process.Kill()
 }
 

@@ -69,7 +69,7 @@ var Workers = []Piece{CuratorWorker}
 // archive, in the cache.
 var CuratorWorker = Piece{Name: "Curator worker", Packages: java.CuratorPackages,
 	Find:  func() (string, error) { return java.FindCurator(CacheDir()) },
-	Build: func(logf func(string, ...any)) error { return java.BuildCurator(CacheDir(), nil) }}
+	Build: func(func(string, ...any)) error { return java.BuildCurator(CacheDir()) }}
 
 // faketimeServerName is FaketimeServer's name, which its build's lines
 // carry.

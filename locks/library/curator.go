@@ -10,24 +10,34 @@ import (
 	"github.com/locktorture/locktorture/locks/library/java"
 )
 
-// zooKeeperClaims are the faults under which Curator's and kazoo's
-// ZooKeeper locks say they hold: the lock is the lowest ephemeral
-// sequential node, and an ephemeral node lives exactly as long as the
-// session that made it (Curator's InterProcessMutex docs; kazoo's Lock
-// docstring). So one member of three killed or restarted, the leader
-// too, leaves a quorum that keeps the node and gives the session a fresh
-// timeout (NodeCrash, Failover); a dead client's session ends and its
-// node goes (ClientCrash); no wall clock is read (ClientClock); latency
-// below the session timeout keeps the session (Latency).
+// zooKeeperClaims are the faults under which kazoo's ZooKeeper lock says
+// it holds: the lock is the lowest ephemeral sequential node, and an
+// ephemeral node lives exactly as long as the session that made it
+// (kazoo's Lock docstring; Curator's InterProcessMutex docs). So one
+// member of three killed or restarted, the leader too, leaves a quorum
+// that keeps the node and gives the session a fresh timeout (NodeCrash,
+// Failover); a dead client's session ends and its node goes
+// (ClientCrash); no wall clock is read (ClientClock); latency below the
+// session timeout keeps the session (Latency).
 //
-// Not ClientPause nor Partition: both libraries' docs tell users that
-// a SUSPENDED connection may mean the lock is lost, and that after
-// LOST it is (Curator's Tech Note 10, kazoo's "Handling connections"):
-// a holder silent past its session loses its node while it believes it
+// Not ClientPause nor Partition: both libraries' docs tell users that a
+// SUSPENDED connection may mean the lock is lost, and that after LOST it
+// is (Curator's Tech Note 10, kazoo's "Understanding Kazoo States"): a
+// holder silent past its session loses its node while it believes it
 // holds. Not NodePause: a paused member accepts connections and answers
 // nothing, and at the sessions the stories run the holder's client may
 // not find another member before the new leader's fresh timeout ends.
 var zooKeeperClaims = []fault.Kind{fault.NodeCrash, fault.Failover, fault.ClientCrash, fault.ClientClock, fault.Latency}
+
+// curatorClaims are kazoo's less a member's death (NodeCrash, Failover):
+// Curator declares its session LOST once it has been SUSPENDED for a
+// session timeout, by its own clock, and opens a new one, and at the
+// sessions the stories run the ZooKeeper client's pause of up to a
+// second before each reconnect, beside an election, can outlast it; a
+// node of the old session, which the ensemble still keeps, may then be
+// taken for the lock and die under its holder (curator#1121,
+// ensemble-restart).
+var curatorClaims = []fault.Kind{fault.ClientCrash, fault.ClientClock, fault.Latency}
 
 // zooKeeperMinTTL is the shortest session the libraries are run with: a
 // JVM or Python worker per client beside three ZooKeeper JVMs on two
@@ -38,6 +48,10 @@ const zooKeeperMinTTL = time.Second
 // zooKeeperLibrary is what Curator's and kazoo's locks share: the
 // ensemble they run on and what ends their hold.
 func zooKeeperLibrary(name, library, summary string, fenced, tellsLoss, endsSession bool, program func() *exec.Cmd) locks.Info {
+	claims := zooKeeperClaims
+	if endsSession {
+		claims = curatorClaims
+	}
 	return locks.Info{
 		Name: name,
 		Traits: locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true, TellsLoss: tellsLoss,
@@ -48,7 +62,7 @@ func zooKeeperLibrary(name, library, summary string, fenced, tellsLoss, endsSess
 		Server:  "zookeeper",
 		Fenced:  fenced,
 		MinTTL:  zooKeeperMinTTL,
-		Claims:  zooKeeperClaims,
+		Claims:  claims,
 		Program: program,
 	}
 }

@@ -324,23 +324,34 @@ def main():
     requests = queue.Queue()
 
     def serve():
-        # One thread runs every request, in order.
-        while True:
-            req = requests.get()
-            reply = w.do(req)
-            reply["id"] = req["id"]
-            send(reply)
-            after, w.after = w.after, None
-            if after is not None:
-                after()
+        # One thread runs every request, in order. A request it cannot
+        # serve (no id, say) is the harness's bug, not the lock's: the
+        # worker exits at once rather than leave the harness waiting.
+        try:
+            while True:
+                req = requests.get()
+                reply = w.do(req)
+                reply["id"] = req["id"]
+                send(reply)
+                after, w.after = w.after, None
+                if after is not None:
+                    after()
+        except Exception as e:
+            sys.stderr.write("kazoo-worker: serving a request failed: %r\n" % e)
+            os._exit(2)
 
     threading.Thread(target=serve, daemon=True).start()
     for line in sys.stdin:
         line = line.strip()
         if not line:
             continue
-        req = json.loads(line)
-        if req["op"] == "go":
+        try:
+            req = json.loads(line)
+            op = req["op"]
+        except (ValueError, KeyError, TypeError) as e:
+            sys.stderr.write("kazoo-worker: a request that does not parse (%r): %.80r\n" % (e, line))
+            os._exit(2)
+        if op == "go":
             continue  # this worker sends no events that wait for a go
         requests.put(req)
     # stdin ended: the harness is done with this worker. Exit at once,

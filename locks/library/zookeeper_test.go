@@ -13,6 +13,7 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/locks/library/java"
 	"github.com/locktorture/locktorture/worker"
 	"github.com/locktorture/locktorture/workloads"
 )
@@ -33,6 +34,7 @@ func TestZooKeeperLibrariesWorkers(t *testing.T) {
 	nodes, store := zkEnsemble(t)
 	for _, lib := range []string{"curator", "kazoo"} {
 		t.Run(lib, func(t *testing.T) {
+			needLibrary(t, lib)
 			ctx := context.Background()
 			a, b := zkWorker(t, lib+"-fenced", nodes, store, "a"), zkWorker(t, lib+"-fenced", nodes, store, "b")
 			key := lib
@@ -95,6 +97,26 @@ func stop(t *testing.T, w *worker.Proc, d time.Duration, meanwhile func()) {
 	time.Sleep(time.Until(until))
 	if err := syscall.Kill(w.PID(), syscall.SIGCONT); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// needLibrary skips on a machine without what lib's worker runs on:
+// Curator's jars and a JDK, or kazoo and redis-py for Debian's python3.
+func needLibrary(t *testing.T, lib string) {
+	t.Helper()
+	if lib == "curator" {
+		if _, err := exec.LookPath("javac"); err != nil {
+			t.Skip("javac not installed (make setup)")
+		}
+		for _, jar := range java.CuratorClasspath {
+			if _, err := os.Stat(jar); err != nil {
+				t.Skipf("Curator not installed (make setup): %v", err)
+			}
+		}
+		return
+	}
+	if err := exec.Command("/usr/bin/python3", "-c", "import kazoo, redis").Run(); err != nil {
+		t.Skipf("python3-kazoo or python3-redis not installed (make setup): %v", err)
 	}
 }
 

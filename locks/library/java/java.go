@@ -24,7 +24,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 )
 
 //go:embed CuratorWorker.java
@@ -113,13 +112,18 @@ func FindCurator(cache string) (string, error) {
 // source at the same time waits for it (a lock file), and a build that
 // fails half-way leaves nothing behind: it is made in a temporary
 // directory and renamed into place whole.
-func BuildCurator(cache string, logf func(format string, args ...any)) error {
+func BuildCurator(cache string) error {
 	if _, err := FindCurator(cache); err == nil {
 		return nil
 	}
 	for _, tool := range []string{"javac", "jar", "java"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("the Curator worker needs %s: apt-get install %s", tool, strings.Join(CuratorPackages, " "))
+		}
+	}
+	for _, jar := range CuratorClasspath {
+		if _, err := os.Stat(jar); err != nil {
+			return fmt.Errorf("the Curator worker needs %s: apt-get install %s", jar, strings.Join(CuratorPackages, " "))
 		}
 	}
 	if err := os.MkdirAll(cache, 0o755); err != nil {
@@ -133,7 +137,6 @@ func BuildCurator(cache string, logf func(format string, args ...any)) error {
 	if _, err := FindCurator(cache); err == nil {
 		return nil // built by another process while this one waited
 	}
-	start := time.Now()
 	tmp, err := os.MkdirTemp(cache, "curator-build-")
 	if err != nil {
 		return err
@@ -176,9 +179,6 @@ func BuildCurator(cache string, logf func(format string, args ...any)) error {
 		os.RemoveAll(dir)
 		return err
 	}
-	if logf != nil {
-		logf("Curator worker: built in %s (%s)", time.Since(start).Round(100*time.Millisecond), dir)
-	}
 	return nil
 }
 
@@ -192,7 +192,7 @@ func curatorClasspath(dir string) string {
 // story never waits on javac). A build that fails is the command's Err,
 // which its Start returns: the run that wanted it fails with that line.
 func CuratorCommand(cache string) *exec.Cmd {
-	built.Do(func() { builtErr = BuildCurator(cache, nil) })
+	built.Do(func() { builtErr = BuildCurator(cache) })
 	dir := CuratorDir(cache)
 	cmd := exec.Command("java", append(append([]string{"-XX:SharedArchiveFile=" + filepath.Join(dir, curatorArchive)}, jvmFlags...),
 		"-cp", curatorClasspath(dir), curatorMain)...)
