@@ -11,33 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/worker"
 )
 
-// A lock whose release never returns, for the Go worker that hangs in a
-// release: the test binary serves it (TestMain's ServeIfWorker).
-func init() {
-	locks.Register(locks.Info{Name: "test-hangs-in-release", Summary: "a test's lock whose release never returns",
-		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked},
-		New: func(cfg locks.Config) locks.Lock {
-			l, err := locks.New("set-nx-px", cfg)
-			if err != nil {
-				panic(err)
-			}
-			return hangingRelease{l}
-		}})
-}
-
-type hangingRelease struct{ locks.Lock }
-
-func (hangingRelease) Release(ctx context.Context, _ locks.Lease) error {
-	<-make(chan struct{})
-	return nil
-}
-
 // pyWorker is a Python worker that keeps to the protocol until its
-// release, which it answers with an id nobody asked for: enough of a lock
+// release, where it does as its second argument says: "stray" answers an
+// id nobody asked for, "hang" never answers. It is enough of a lock
 // (every acquire granted) for a client to reach its release.
 const pyWorker = `
 import json, os, sys
@@ -46,7 +25,8 @@ with open(sys.argv[1], "a") as f:
 for line in sys.stdin:
     req = json.loads(line)
     if req["op"] == "release":
-        print(json.dumps({"id": req["id"] + 1000}), flush=True)
+        if sys.argv[2] == "stray":
+            print(json.dumps({"id": req["id"] + 1000}), flush=True)
         continue
     rep = {"id": req["id"]}
     if req["op"] == "acquire":
@@ -54,8 +34,8 @@ for line in sys.stdin:
     print(json.dumps(rep), flush=True)
 `
 
-// A worker that breaks the protocol, in any language, fails its pair in
-// one line with the outcome error, never a verdict and never a hang, and
+// A worker that breaks the protocol, in whatever language (sh and Python
+// here), fails its pair in one line with the outcome error, never a verdict and never a hang, and
 // leaves no process behind, a child of its own included, nor a temp dir.
 func TestMisbehavingWorkersFailTheirRun(t *testing.T) {
 	pids, out := filepath.Join(t.TempDir(), "pids"), t.TempDir()
@@ -68,6 +48,9 @@ func TestMisbehavingWorkersFailTheirRun(t *testing.T) {
 			return exec.Command("sh", "-c", "echo $$ >>"+pids+"; sleep 600 & echo $! >>"+pids+"; "+script)
 		}
 	}
+	py := func(how string) func(string) *exec.Cmd {
+		return func(string) *exec.Cmd { return exec.Command("/usr/bin/python3", "-c", pyWorker, pids, how) }
+	}
 	for _, c := range []struct {
 		name   string
 		worker func(string) *exec.Cmd
@@ -78,8 +61,8 @@ func TestMisbehavingWorkersFailTheirRun(t *testing.T) {
 		{"exits at start", sh("exit 3"), "set-nx-px", "exit status 3"},
 		{"malformed line", sh(`read l; echo '{"id": nope'; wait`), "set-nx-px", "not the protocol's JSON"},
 		{"endless line", sh(`read l; head -c 3000000 /dev/zero | tr '\0' '{'; wait`), "set-nx-px", "longer than"},
-		{"unknown id", func(string) *exec.Cmd { return exec.Command("/usr/bin/python3", "-c", pyWorker, pids) }, "set-nx-px", "answered request"},
-		{"hangs in release", nil, "test-hangs-in-release", "left release unanswered"},
+		{"unknown id", py("stray"), "set-nx-px", "answered request"},
+		{"hangs in release", py("hang"), "set-nx-px", "left release unanswered"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
