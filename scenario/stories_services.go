@@ -31,6 +31,9 @@ func serverCrashStory() Scenario {
 				Why: "a session lock lives in the server's memory: the restarted server has no session and no lock, and the holder, who does not ask, writes beside the next holder"}),
 			leaveOut(kind(postgres), "pg-advisory tells PostgreSQL's restart; a lease row's fate rests on the server's fsync settings, which no story here varies"),
 			leaveOut(not(oneNode), "told on the one server of a single-node lock; redlock-crash-restart tells a majority's node"),
+			leaveOut(and(worker, onRedis), "the power loss under a 500 ms lease closes every waiter's connection mid-command, the harness replaces a process whose op ended unknown, "+
+				"and a Python worker takes 0.5 to 0.9 s to start beside make test's other work, so the others lock only after the holder's lease has ended: "+
+				"whether the lock is seen broken is a race (failover leaves the workers out for the same reason)"),
 			standsFor([]string{"set-nx-px"}, "every Redis lock here keeps its key in the one server's memory, which the restart forgets; failover and redlock-crash-restart tell the loss in detail",
 				"fair", "getset", "reentrant", "reentrant-async", "reentrant-lost", "set-nx-px-del", "set-nx-px-fenced", "set-nx-px-wait", "setnx-expire"),
 			expect(and(expires, oneNode, unfenced), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"promise-broken"},
