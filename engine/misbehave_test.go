@@ -65,7 +65,6 @@ func TestMisbehavingWorkersFailTheirRun(t *testing.T) {
 		{"hangs in release", py("hang"), "set-nx-px", "left release unanswered"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			start := time.Now()
 			res, err := Run(context.Background(), Options{Scenario: "baseline", Lock: c.lock, ClientProcs: true, Worker: c.worker,
 				WorkerPatience: 3 * time.Second, Clients: 2, TTL: 500 * time.Millisecond, TimeLimit: 2 * time.Second, Out: out})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -79,9 +78,6 @@ func TestMisbehavingWorkersFailTheirRun(t *testing.T) {
 			}
 			if res != nil && res.Judgement.Outcome != "" {
 				t.Errorf("a run with a misbehaving worker was judged: %s", res.Judgement.Outcome)
-			}
-			if took := time.Since(start); took > 30*time.Second {
-				t.Errorf("the run took %s", took)
 			}
 		})
 	}

@@ -299,7 +299,10 @@ func startLongRun(t *testing.T, bin string, args ...string) (*exec.Cmd, string, 
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	deadline := time.Now().Add(20 * time.Second)
+	// The run may first wait for the machine room's seats, which a matrix
+	// beside it holds (a ZooKeeper pair takes the machine alone for half
+	// a minute): this bounds a hang, it times nothing.
+	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		dirs, _ := filepath.Glob(filepath.Join(out, "baseline", "set-nx-px", "*"))
 		if len(dirs) == 1 {
@@ -447,7 +450,10 @@ func TestClientProcsRunAndDieWithTheHarness(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	deadline := time.Now().Add(20 * time.Second)
+	// The run may first wait for the machine room's seats, which a matrix
+	// beside it holds (a ZooKeeper pair takes the machine alone for half
+	// a minute): this bounds a hang, it times nothing.
+	deadline := time.Now().Add(3 * time.Minute)
 	for len(workerPIDs(t, bin, cmd.Process.Pid)) < 5 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
