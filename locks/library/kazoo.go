@@ -2,7 +2,6 @@ package library
 
 import (
 	_ "embed"
-	"os/exec"
 
 	"github.com/locktorture/locktorture/locks"
 )
@@ -23,7 +22,7 @@ const kazooLibrary = "kazoo 2.8 (Debian's python3-kazoo)"
 // a session itself: LOST comes only from the ensemble (its
 // _session_callback).
 func kazooLocks(register func(locks.Info)) {
-	program := func() *exec.Cmd { return exec.Command(python, "-c", kazooWorker) }
+	program := pythonWorker(kazooWorker)
 	register(zooKeeperLibrary("kazoo", kazooLibrary,
 		"kazoo's Lock recipe (Debian's python3-kazoo 2.8): lowest ephemeral sequential node holds while its session lives; each client a Python worker",
 		false, false, false, program))

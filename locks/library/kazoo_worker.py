@@ -28,14 +28,10 @@ handed back on that thread too. A story that needs a command trap comes out
 vacuous for these locks, not safe.
 """
 
-import json
 import logging
-import os
 import queue
-import sys
 import threading
 
-import redis
 from kazoo.client import KazooClient
 from kazoo.exceptions import KazooException, LockTimeout
 from kazoo.protocol.states import KazooState
@@ -48,33 +44,12 @@ logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
 
 LOCKS = ("kazoo", "kazoo-fenced", "kazoo-listener")
 
-out_mu = threading.Lock()
-
-
-def send(obj):
-    line = json.dumps(obj, separators=(",", ":"))
-    with out_mu:
-        sys.stdout.write(line + "\n")
-        sys.stdout.flush()
-
-
-# The store's check of a fencing token, as the harness's own store does it
-# (workloads.Store): a write whose token is not greater than the last
-# accepted one is refused.
-FENCED_WRITE = """
-local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[2]) <= last then return 0 end
-redis.call('SET', KEYS[2], ARGV[2])
-redis.call('SET', KEYS[1], ARGV[1])
-return 1"""
-
-
-class Worker:
+class KazooWorker(Worker):
     def __init__(self):
+        super().__init__()
         self.name = None
         self.client = None
         self.owner = None
-        self.store = None
         self.wait = None
         self.locks = {}   # key -> kazoo Lock, one per key, kept
         # token -> (key, kazoo Lock) of every lease handed out, kept after
@@ -85,9 +60,6 @@ class Worker:
         self.held = {}        # token -> key: leases not yet told lost
         self.suspensions = 0  # SUSPENDED or LOST transitions seen
         self.losses = queue.Queue()
-        # Run by the request thread once the reply to the current request
-        # is written (a lease's loss must not overtake its lease).
-        self.after = None
 
     # hello
 
@@ -137,10 +109,7 @@ class Worker:
         except Exception as e:  # KazooTimeoutError: kazoo has stopped the client
             self.client = None
             return {"err": "unknown", "msg": "connecting to %s: %r" % (",".join(h["nodes"]), e)}
-        host, port = h["store"].rsplit(":", 1)
-        timeout = (h.get("store_timeout_ns") or 500_000_000) / 1e9
-        self.store = redis.Redis(host=host, port=int(port), socket_timeout=timeout, socket_connect_timeout=timeout)
-        self.fenced_write = self.store.register_script(FENCED_WRITE)
+        self.connect_store(h)
         return {}
 
     # kazoo-listener: losses
@@ -162,7 +131,7 @@ class Worker:
     def tell_losses(self):
         while True:
             key, token = self.losses.get()
-            send({"event": "lost", "lease": {"key": key, "token": token}})
+            tell_lost(key, token)
 
     def watch_lease(self, key, token, suspensions, state):
         """Runs after the lease's reply is written: from now on a SUSPENDED
@@ -172,7 +141,7 @@ class Worker:
                     and self.client.state == KazooState.CONNECTED:
                 self.held[token] = key
                 return
-        send({"event": "lost", "lease": {"key": key, "token": token}})
+        tell_lost(key, token)
 
     # acquire and release
 
@@ -281,83 +250,5 @@ class Worker:
             return {"err": "not-held", "msg": "kazoo's Lock.release returned False: this Lock does not hold"}
         return {}
 
-    # the store
 
-    def read(self, key):
-        v = self.store.get(key)
-        return {"value": int(v)} if v is not None else {}
-
-    def write(self, key, value, fence):
-        if not fence:
-            self.store.set(key, value)
-            return {}
-        if self.fenced_write(keys=[key, key + ":fence"], args=[value, fence]) == 0:
-            return {"err": "stale", "msg": "stale fencing token"}
-        return {}
-
-    def do(self, req):
-        op = req["op"]
-        # clock_ns is ignored: kazoo reads no wall clock for the lock (the
-        # session's expiry is the ensemble's, on its own clock).
-        try:
-            if op == "hello":
-                return self.hello(req["hello"])
-            if self.client is None:
-                return {"err": "unknown", "msg": op + " before a successful hello"}
-            if op == "acquire":
-                return self.acquire(req["key"])
-            if op == "release":
-                return self.release(req["lease"])
-            if op == "read":
-                return self.read(req["key"])
-            if op == "write":
-                return self.write(req["key"], req.get("value", 0), req.get("fence", 0))
-            return {"err": "unknown", "msg": "unknown op " + op}
-        except redis.RedisError as e:
-            return {"err": "unknown", "msg": "%s: %r" % (op, e)}
-        except Exception as e:
-            return {"err": "unknown", "msg": "%s: %r" % (op, e)}
-
-
-def main():
-    w = Worker()
-    requests = queue.Queue()
-
-    def serve():
-        # One thread runs every request, in order. A request it cannot
-        # serve (no id, say) is the harness's bug, not the lock's: the
-        # worker exits at once rather than leave the harness waiting.
-        try:
-            while True:
-                req = requests.get()
-                reply = w.do(req)
-                reply["id"] = req["id"]
-                send(reply)
-                after, w.after = w.after, None
-                if after is not None:
-                    after()
-        except Exception as e:
-            sys.stderr.write("kazoo-worker: serving a request failed: %r\n" % e)
-            os._exit(2)
-
-    threading.Thread(target=serve, daemon=True).start()
-    for line in sys.stdin:
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            req = json.loads(line)
-            op = req["op"]
-        except (ValueError, KeyError, TypeError) as e:
-            sys.stderr.write("kazoo-worker: a request that does not parse (%r): %.80r\n" % (e, line))
-            os._exit(2)
-        if op == "go":
-            continue  # this worker sends no events that wait for a go
-        requests.put(req)
-    # stdin ended: the harness is done with this worker. Exit at once,
-    # whatever kazoo's threads (connection, callbacks) are doing.
-    os._exit(0)
-
-
-if __name__ == "__main__":
-    main()
+serve(KazooWorker(), "kazoo-worker")

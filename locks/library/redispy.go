@@ -2,7 +2,6 @@ package library
 
 import (
 	_ "embed"
-	"os/exec"
 
 	"github.com/locktorture/locktorture/locks"
 )
@@ -13,11 +12,6 @@ import (
 //go:embed redispy_worker.py
 var redispyWorker string
 
-// python is Debian's interpreter, the one Debian's python3-redis serves
-// (make setup installs both); a pyenv or virtualenv python3 earlier on PATH
-// would not see the package.
-const python = "/usr/bin/python3"
-
 func redisPyLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "redis-py",
@@ -26,6 +20,6 @@ func redisPyLocks(register func(locks.Info)) {
 		Summary: "redis-py's Lock (Debian's python3-redis): SET NX PX, a Lua compare-and-delete; " +
 			"each client a Python worker process",
 		Claims:  locks.LeaseClaims,
-		Program: func() *exec.Cmd { return exec.Command(python, "-c", redispyWorker) },
+		Program: pythonWorker(redispyWorker),
 	})
 }
