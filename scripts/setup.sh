@@ -43,7 +43,12 @@ else
   compile run &
   run_pid=$!
 fi
-"$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mmdebstrap
+# The libraries the workers put under test, as Debian packages them
+# (locks/library): Python's and PHP's, with the drivers their backends need.
+libraries=python3-tooz,python3-pymemcache,python3-psycopg2,python3-portalocker,python3-etcd3,\
+php-cli,php-redis,php-nrk-predis,php-pgsql,php-memcached,\
+php-symfony-lock,php-illuminate-cache,php-illuminate-redis,php-malkusch-lock
+"$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mmdebstrap,"$libraries"
 
 # The libc-allocator redis-server compiles while the image's Debian base is
 # made (mmdebstrap mostly waits on the mirror and the disk). It and the

@@ -19,11 +19,17 @@ import (
 // the file holds: a new library is a file with its function and a line
 // here.
 var adapters = []func(register func(locks.Info)){
-	redsyncLocks,   // redsync.go
-	redislockLocks, // redislock.go
-	redisPyLocks,   // redispy.go
-	curatorLocks,   // curator.go
-	kazooLocks,     // kazoo.go
+	redsyncLocks,     // redsync.go
+	redislockLocks,   // redislock.go
+	redisPyLocks,     // redispy.go
+	curatorLocks,     // curator.go
+	kazooLocks,       // kazoo.go
+	toozLocks,        // tooz.go
+	portalockerLocks, // portalocker.go
+	etcd3Locks,       // etcd3.go
+	symfonyLocks,     // symfony.go
+	laravelLocks,     // laravel.go
+	phpLockLocks,     // phplock.go
 }
 
 // Register puts every adapter in the lock registry (locks.Lookup), once
