@@ -370,7 +370,7 @@ func (r *runner) watchNodes() *observe.Observer {
 	if r.env.Replica != "" {
 		watched = append(watched, r.cl.Node(r.env.Replica))
 	}
-	return observe.Start(observe.Options{Nodes: watched, Key: r.wo.Key, Rec: r.rec})
+	return observe.Start(observe.Options{Nodes: watched, Key: r.info.KeyOnNode(r.wo.Key), Rec: r.rec})
 }
 
 // tally fills in the Result from the finished history and closes it; a

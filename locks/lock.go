@@ -210,11 +210,24 @@ type Info struct {
 	Claims []fault.Kind
 	// New builds one client's handle.
 	New func(Config) Lock
+	// NodeKey, for a library that keeps a lock under a key of its own
+	// making (a prefix, a namespace), is the Redis key it keeps for lock
+	// key k, so the node observer reads the key the lock really holds;
+	// nil: k itself.
+	NodeKey func(k string) string
 	// Program, for a lock that lives outside this Go program (another
 	// language's library), starts one client of it as a worker process
 	// speaking the worker protocol (package worker). Such a lock has no
 	// New: every run starts its clients as processes through Program.
 	Program func() *exec.Cmd
+}
+
+// KeyOnNode is the Redis key the lock keeps on its nodes for lock key k.
+func (i Info) KeyOnNode(k string) string {
+	if i.NodeKey == nil {
+		return k
+	}
+	return i.NodeKey(k)
 }
 
 var registry = map[string]Info{}

@@ -60,6 +60,12 @@ type Traits struct {
 	// still keep the old session and its nodes (Curator's simulated
 	// session expiration, on by default since Curator 3).
 	ClientEndsSession bool `json:"client_ends_session,omitempty"`
+	// ServerEndsEarly is true when the server may end a hold before the
+	// deadline the client reports for it: the server counts the lease in
+	// whole seconds rounded down (Symfony's PdoStore), or drops an item up
+	// to its clock's tick early (memcached), while the client counts the
+	// whole TTL.
+	ServerEndsEarly bool `json:"server_ends_early,omitempty"`
 }
 
 // Ending is what ends a hold whose holder never releases it.

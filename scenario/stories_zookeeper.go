@@ -30,7 +30,7 @@ func killedHolderStory() Scenario {
 		Rules: []Rule{
 			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the killed process never closes its session, so the ensemble expires it after its timeout and deletes its ephemeral node (Curator's InterProcessMutex docs, kazoo's Lock: a node lives with its session), and the next waiter's watch fires"}),
-			expect(or(session, connection, expires), verdict.Expectation{Outcome: verdict.Safe,
+			expect(or(session, connection, expires, renewed), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "a dead holder's session, connection or lease ends without it (its timeout, its closed socket, its TTL) and the others carry on"}),
 		},
 		Requires: []fault.Evidence{{Op: fault.Crash, Point: workloads.BeforeWrite}},

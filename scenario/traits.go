@@ -52,7 +52,15 @@ var (
 	waits             = is("waiting for its replicas (WAIT)", func(i locks.Info) bool { return i.Traits.Waits })
 	otherKeys         = is("naming keys beside its own", func(i locks.Info) bool { return i.Traits.OtherKeys })
 	clientEndsSession = is("ending its session by its own clock", func(i locks.Info) bool { return i.Traits.ClientEndsSession })
-	notified          = is("waking its waiters by a published release", func(i locks.Info) bool { return i.Traits.Notified })
+	serverEndsEarly   = is("ended by its server before the deadline it reports", func(i locks.Info) bool { return i.Traits.ServerEndsEarly })
+	// fiveNodes is a lock on as many nodes as the RedLock stories are told on.
+	fiveNodes = is("on five nodes", func(i locks.Info) bool { return i.Nodes == redlockNodes })
+	// phpLock is php-lock's mutexes, whose key outlives the lease they
+	// hold themselves to by a second (SpinlockMutex::lock: the key's
+	// expiry is timeout + 1): the stories whose delay falls in that second
+	// judge them apart, citing it.
+	phpLock  = or(lock("php-lock-redis"), lock("php-lock-redlock"))
+	notified = is("waking its waiters by a published release", func(i locks.Info) bool { return i.Traits.Notified })
 )
 
 // ends picks the locks whose hold ends as e says.
@@ -97,7 +105,7 @@ func standsFor(stand []string, why string, covered ...string) Rule {
 var (
 	controlOut          = leaveOut(nothingLocked, "the control that locks nothing shows two holders with no fault at all (baseline); a fault adds nothing to see")
 	detachedAsReentrant = leaveOut(detached, "its acquire differs from reentrant's only when its caller gives up as the lock is taken (interrupted-acquire); anywhere else it is reentrant, judged here")
-	lossRace            = leaveOut(tellsLoss, "its watchdog and its holder wake together from a pause of the whole client, and whether the watchdog learns of the loss before the holder looks is a race between two goroutines; isolated-holder tells what the signal buys")
-	lossAsReentrant     = leaveOut(tellsLoss, "it differs from reentrant only in telling its holder of a failed renewal, and no renewal fails here while its holder still has a write to withhold; delayed-write, isolated-holder and watchdog-stall judge it")
+	lossRace            = leaveOut(and(tellsLoss, renewed), "its watchdog and its holder wake together from a pause of the whole client, and whether the watchdog learns of the loss before the holder looks is a race between two goroutines; isolated-holder tells what the signal buys")
+	lossAsReentrant     = leaveOut(and(tellsLoss, renewed), "it differs from reentrant only in telling its holder of a failed renewal, and no renewal fails here while its holder still has a write to withhold; delayed-write, isolated-holder and watchdog-stall judge it")
 	waitsAsSetNXPX      = leaveOut(waits, "with no replica it sends no WAIT and is set-nx-px, judged here; wait-replica-restart and misconf judge it")
 )

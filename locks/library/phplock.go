@@ -63,6 +63,7 @@ func phpLockLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "php-lock-redis",
 		Traits:  traits,
+		NodeKey: phpLockKey,
 		Library: phpLockLibrary,
 		Summary: "php-lock's PHPRedisMutex (Debian's php-malkusch-lock 2.2) on one node, its README's example: SET NX EX timeout+1, " +
 			"a Lua compare-and-delete refused past the timeout; synchronized() held in a Fiber; each client a PHP worker",
@@ -73,6 +74,7 @@ func phpLockLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "php-lock-redlock",
 		Traits:  traits,
+		NodeKey: phpLockKey,
 		Library: phpLockLibrary,
 		Summary: "php-lock's PHPRedisMutex over five independent nodes: its RedLock (majority, elapsed time <= the key's life, not the timeout; " +
 			"releases everywhere after a failed try), the harness's RedLock bound per node; each client a PHP worker",
@@ -83,3 +85,7 @@ func phpLockLocks(register func(locks.Info)) {
 		Program:     program,
 	})
 }
+
+// phpLockKey is the key php-lock keeps for a mutex's name: SpinlockMutex
+// prefixes "lock_" (SpinlockMutex::__construct).
+func phpLockKey(name string) string { return "lock_" + name }

@@ -45,6 +45,9 @@ func toozLocks(register func(locks.Info)) {
 	program := pythonWorker(toozWorker)
 	register(locks.Info{
 		Name: "tooz-redis",
+		// RedisLock.__init__ names the key "%s_%s_lock" % (coord.namespace,
+		// str(name)) with both bytes, so Python writes their reprs.
+		NodeKey: func(k string) string { return "b'_tooz'_b'" + k + "'_lock" },
 		// redis-py's Lock under RedisLock (tooz/drivers/redis.py): SET NX PX
 		// lock_timeout with a random token, a Lua compare-and-delete to
 		// release, and the coordinator's heart renewing it (RedisLock.
