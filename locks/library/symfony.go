@@ -147,8 +147,11 @@ func symfonyLocks(register func(locks.Info)) {
 	// 1 s; 1.5 s is written as "+ 1.5" and rounded by PostgreSQL.
 	register(locks.Info{
 		Name: "symfony-pdo-pg",
+		// ServerEndsEarly: the row's expiry is rounded down to the second
+		// and compared with a now rounded down too, so the server keeps a
+		// lease between ttl-1 s and ttl while Key counts the whole ttl.
 		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall,
-			ExpirySeparate: true, Validity: true},
+			ExpirySeparate: true, Validity: true, ServerEndsEarly: true},
 		Library: symfonyLibrary,
 		Summary: "Symfony Lock 5.4's PdoStore on PostgreSQL (Debian's php-symfony-lock, php-pgsql): a lock_keys row whose " +
 			"expiry is whole seconds of the server's clock; each client a PHP worker",
@@ -173,8 +176,11 @@ func symfonyLocks(register func(locks.Info)) {
 	// (released).
 	register(locks.Info{
 		Name: "symfony-memcached",
+		// ServerEndsEarly: memcached's item clock ticks whole seconds and
+		// may drop an item up to a tick before its expiry, while Key
+		// counts the whole ceil(ttl).
 		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerMonotonic,
-			ExpirySeparate: true, Validity: true},
+			ExpirySeparate: true, Validity: true, ServerEndsEarly: true},
 		Library: symfonyLibrary,
 		Summary: "Symfony Lock 5.4's MemcachedStore (Debian's php-symfony-lock, php-memcached): add, then a CAS to " +
 			"the TTL in whole seconds; each client a PHP worker",
