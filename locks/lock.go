@@ -187,6 +187,11 @@ type Info struct {
 	// people install beside the ones written here; empty for this
 	// repository's own.
 	Library string
+	// Language is the language the library is written in and its
+	// clients run in ("Go", "Python", "PHP", "Java"), so a comparison can
+	// group the libraries people pick by it; empty for this repository's
+	// own.
+	Language string
 	// Fenced is true when leases carry fencing tokens.
 	Fenced bool
 	// Reentrant is true when the holder may acquire again (owner + count).

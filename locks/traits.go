@@ -62,7 +62,7 @@ type Traits struct {
 	ClientEndsSession bool `json:"client_ends_session,omitempty"`
 	// ServerEndsEarly is true when the server may end a hold before the
 	// deadline the client reports for it: the server counts the lease in
-	// whole seconds rounded down (Symfony's PdoStore), or drops an item up
+	// whole seconds, rounded (Symfony's PdoStore), or drops an item up
 	// to its clock's tick early (memcached), while the client counts the
 	// whole TTL.
 	ServerEndsEarly bool `json:"server_ends_early,omitempty"`

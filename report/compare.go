@@ -71,6 +71,11 @@ type ComparisonCell struct {
 const (
 	GroupRedis     = "Redis locks"
 	GroupLibraries = "Redis libraries"
+	// The Redis libraries by the language their users write in; a
+	// library whose language is not one of these stays in GroupLibraries.
+	GroupGo     = "Go libraries on Redis"
+	GroupPython = "Python libraries on Redis"
+	GroupPHP    = "PHP libraries on Redis"
 	GroupZooKeeper = "ZooKeeper"
 	GroupEtcd      = "etcd"
 	GroupPostgres  = "PostgreSQL"
@@ -82,7 +87,7 @@ const (
 // GroupOrder is the row order of the groups: Redis first because every
 // story was told for it, the controls last because they prove the
 // checkers, not a lock.
-var GroupOrder = []string{GroupRedis, GroupLibraries, GroupZooKeeper, GroupEtcd, GroupPostgres, GroupMemcached, GroupOther, GroupControls}
+var GroupOrder = []string{GroupRedis, GroupGo, GroupPython, GroupPHP, GroupLibraries, GroupZooKeeper, GroupEtcd, GroupPostgres, GroupMemcached, GroupOther, GroupControls}
 
 // serverGroups names the group of each server kind (cluster's kind names)
 // other than Redis, whose locks split into algorithms and libraries.
@@ -92,6 +97,9 @@ var serverGroups = map[string]string{
 	"postgres":  GroupPostgres,
 	"memcached": GroupMemcached,
 }
+
+// languageGroups names the group of a Redis library by its language.
+var languageGroups = map[string]string{"Go": GroupGo, "Python": GroupPython, "PHP": GroupPHP}
 
 // controls are the locks every matrix runs to test its checkers; nothing
 // in their Info tells them from a Redis lock.
@@ -115,6 +123,9 @@ func LockGroup(name string) string {
 		return GroupOther
 	}
 	if info.Library != "" {
+		if g, ok := languageGroups[info.Language]; ok {
+			return g
+		}
 		return GroupLibraries
 	}
 	return GroupRedis

@@ -127,7 +127,8 @@ func TestComparisonGroupsRowsByServiceInAFixedOrder(t *testing.T) {
 	}
 	want := []string{
 		"Redis locks: set-nx-px set-nx-px-fenced set-nx-px-del",
-		"Redis libraries: redis-py redsync",
+		"Go libraries on Redis: redsync",
+		"Python libraries on Redis: redis-py",
 		"ZooKeeper: cmptest-zk cmptest-zk-fenced",
 		"etcd: cmptest-etcd",
 		"PostgreSQL: cmptest-pg",

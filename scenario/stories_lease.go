@@ -70,10 +70,10 @@ var pausedHolderRules = []Rule{
 // deadline the library reports, in the stories where the lease runs out
 // under a holder: unsafe, and a successor may get in within the
 // holder's deadline, which the promise checker then shows, as timing
-// decides (Symfony's PdoStore counts whole seconds rounded down; memcached
+// decides (Symfony's PdoStore counts rounded whole seconds; memcached
 // drops an item up to its clock's tick early).
 var serverEndsEarlyUnsafe = expect(and(serverEndsEarly, unfenced), verdict.Expectation{Outcome: verdict.Unsafe,
-	Why: "the lease runs out under the holder (Kleppmann), and its server may end it before the deadline the library reports (whole seconds rounded down, or memcached's early drop): a successor may get in within the holder's own deadline, as timing decides (docs/stories.md, Findings)"})
+	Why: "the lease runs out under the holder (Kleppmann), and its server may end it before the deadline the library reports (rounded whole seconds, or memcached's early drop): a successor may get in within the holder's own deadline, as timing decides (docs/stories.md, Findings)"})
 
 func baselineStory() Scenario {
 	return Scenario{

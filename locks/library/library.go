@@ -16,20 +16,23 @@ import (
 )
 
 // adapters are the libraries, one function per file that registers what
-// the file holds: a new library is a file with its function and a line
-// here.
-var adapters = []func(register func(locks.Info)){
-	redsyncLocks,     // redsync.go
-	redislockLocks,   // redislock.go
-	redisPyLocks,     // redispy.go
-	curatorLocks,     // curator.go
-	kazooLocks,       // kazoo.go
-	toozLocks,        // tooz.go
-	portalockerLocks, // portalocker.go
-	etcd3Locks,       // etcd3.go
-	symfonyLocks,     // symfony.go
-	laravelLocks,     // laravel.go
-	phpLockLocks,     // phplock.go
+// the file holds, with the language its users write in (Info.Language):
+// a new library is a file with its function and a line here.
+var adapters = []struct {
+	register func(register func(locks.Info))
+	language string
+}{
+	{redsyncLocks, "Go"},         // redsync.go
+	{redislockLocks, "Go"},       // redislock.go
+	{redisPyLocks, "Python"},     // redispy.go
+	{curatorLocks, "Java"},       // curator.go
+	{kazooLocks, "Python"},       // kazoo.go
+	{toozLocks, "Python"},        // tooz.go
+	{portalockerLocks, "Python"}, // portalocker.go
+	{etcd3Locks, "Python"},       // etcd3.go
+	{symfonyLocks, "PHP"},        // symfony.go
+	{laravelLocks, "PHP"},        // laravel.go
+	{phpLockLocks, "PHP"},        // phplock.go
 }
 
 // Register puts every adapter in the lock registry (locks.Lookup), once
@@ -39,7 +42,10 @@ var adapters = []func(register func(locks.Info)){
 func Register() {
 	registered.Do(func() {
 		for _, a := range adapters {
-			a(locks.Register)
+			a.register(func(info locks.Info) {
+				info.Language = a.language
+				locks.Register(info)
+			})
 		}
 	})
 }

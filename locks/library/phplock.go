@@ -48,9 +48,8 @@ const phpLockLibrary = "php-lock 2.2 (Debian's php-malkusch-lock)"
 // lives a second longer. The timeout is an int of seconds (MinTTL a
 // second, a TTL of 1.5 s is 2 s), and it is also the wait (util/Loop.php):
 // the harness's wait is not used. The key in Redis is "lock_" + the
-// harness's key (SpinlockMutex::PREFIX), so the harness's observer, which
-// reads the harness's key on each node, sees nothing of it: ghost-holds and
-// stolen-keys judge this lock blind (misconf shows no ghost key).
+// harness's key (SpinlockMutex::PREFIX): NodeKey tells the harness's
+// observer, which reads the lock's key on each node, to read that one.
 //
 // Its claims are a lease's (locks.LeaseClaims, as the harness's redlock):
 // a minority of nodes may be cut off, paused or slow; a client paused

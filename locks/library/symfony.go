@@ -147,8 +147,8 @@ func symfonyLocks(register func(locks.Info)) {
 	// 1 s; 1.5 s is written as "+ 1.5" and rounded by PostgreSQL.
 	register(locks.Info{
 		Name: "symfony-pdo-pg",
-		// ServerEndsEarly: the row's expiry is rounded down to the second
-		// and compared with a now rounded down too, so the server keeps a
+		// ServerEndsEarly: the row's expiry is rounded to the second (a
+		// cast to INT) and compared with a now rounded too, so the server keeps a
 		// lease between ttl-1 s and ttl while Key counts the whole ttl.
 		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall,
 			ExpirySeparate: true, Validity: true, ServerEndsEarly: true},
