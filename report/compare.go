@@ -73,9 +73,9 @@ const (
 	GroupLibraries = "Redis libraries"
 	// The Redis libraries by the language their users write in; a
 	// library whose language is not one of these stays in GroupLibraries.
-	GroupGo     = "Go libraries on Redis"
-	GroupPython = "Python libraries on Redis"
-	GroupPHP    = "PHP libraries on Redis"
+	GroupGo        = "Go libraries on Redis"
+	GroupPython    = "Python libraries on Redis"
+	GroupPHP       = "PHP libraries on Redis"
 	GroupZooKeeper = "ZooKeeper"
 	GroupEtcd      = "etcd"
 	GroupPostgres  = "PostgreSQL"

@@ -38,6 +38,10 @@ func main() {
 	// Started as a client worker (-client-procs): serve the lock, then exit.
 	worker.ServeIfWorker(locks.Lookup)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A reader of our output that dies first (run | grep, both signalled
+	// at once) must not kill the run by SIGPIPE mid-cleanup, leaving its
+	// servers' directories behind: a write to it fails instead.
+	signal.Ignore(syscall.SIGPIPE)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
