@@ -90,9 +90,10 @@ final class SymfonyWorker extends LtWorker
                 try {
                     $store->createTable();
                 } catch (\PDOException $e) {
-                    // Another client made it first (42P07 duplicate table,
-                    // or 23505 when both raced in pg_type): it exists.
-                    if (!in_array($e->errorInfo[0] ?? '', ['42P07', '23505'], true)) {
+                    // Another client made it first (42P07 duplicate table;
+                    // 23505 or 42710, duplicate object, when both raced to
+                    // make its row type in pg_type): it exists.
+                    if (!in_array($e->errorInfo[0] ?? '', ['42P07', '23505', '42710'], true)) {
                         throw $e;
                     }
                 }
