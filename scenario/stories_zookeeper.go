@@ -30,6 +30,7 @@ func killedHolderStory() Scenario {
 		Rules: []Rule{
 			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the killed process never closes its session, so the ensemble expires it after its timeout and deletes its ephemeral node (Curator's InterProcessMutex docs, kazoo's Lock: a node lives with its session), and the next waiter's watch fires"}),
+			leaveOut(serverEndsEarly, "its server may end any lease before the deadline the library reports (docs/stories.md, Findings), so whether a waiter gets in within a holder's deadline, the dead one's or a live one's, is timing: two of two runs here came out lock-unsafe with promise-broken and the register intact; paused-holder and the library's own test tell it"),
 			expect(or(session, connection, expires, renewed), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "a dead holder's session, connection or lease ends without it (its timeout, its closed socket, its TTL) and the others carry on"}),
 		},
