@@ -2,7 +2,6 @@ package library_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -46,10 +45,6 @@ func TestEtcd3Worker(t *testing.T) {
 	}
 	open := func(lock, owner string, ttl time.Duration) *worker.Proc {
 		t.Helper()
-		info, err := locks.Lookup(lock)
-		if err != nil {
-			t.Fatal(err)
-		}
 		hello := worker.Hello{Lock: lock, Store: store.Addr(), TTLNS: int64(ttl), WaitNS: int64(ttl / 3), Owner: owner}
 		for _, n := range nodes {
 			link, err := n.Link(owner)
@@ -58,12 +53,7 @@ func TestEtcd3Worker(t *testing.T) {
 			}
 			hello.Nodes = append(hello.Nodes, link.Addr())
 		}
-		p, err := worker.Start(ctx, worker.Options{Command: func(string) *exec.Cmd { return info.Program() }, Hello: hello, Stderr: os.Stderr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
+		return startWorker(t, hello, worker.Options{})
 	}
 	a, b := open("etcd3-fenced", "a", ttl), open("etcd3-fenced", "b", ttl)
 

@@ -208,14 +208,7 @@ class KazooWorker(Worker):
         retries until a session answers again (client.retry), and the
         acquire's unknown is answered meanwhile. The Lock is not used again."""
         self.locks.pop(key, None)
-
-        def release():
-            try:
-                lock.release()
-            except Exception as e:
-                logging.getLogger("kazoo-worker").warning("releasing %s after a failed acquire: %r", key, e)
-
-        threading.Thread(target=release, daemon=True).start()
+        release_apart(lock, "kazoo's Lock on " + key)
 
     def release(self, lease):
         token = lease.get("token")

@@ -100,10 +100,6 @@ func pauseAll(t *testing.T, nodes []*cluster.Node, during func()) {
 func crashAtTakingSET(t *testing.T, lock string, h *handles, key, redisKey string, keyLife time.Duration) {
 	t.Helper()
 	ctx := context.Background()
-	info, err := locks.Lookup(lock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec, err := history.Create(filepath.Join(t.TempDir(), "history.jsonl"), 4)
 	if err != nil {
 		t.Fatal(err)
@@ -114,12 +110,7 @@ func crashAtTakingSET(t *testing.T, lock string, h *handles, key, redisKey strin
 	for _, n := range h.nodes {
 		hello.Nodes = append(hello.Nodes, n.Addr())
 	}
-	p, err := worker.Start(ctx, worker.Options{Command: func(string) *exec.Cmd { return info.Program() }, Hello: hello,
-		Gate: gate, Client: 0, Process: 0, Clock: &nemesis.ClientClock{}, Stderr: os.Stderr})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(p.Close)
+	p := startWorker(t, hello, worker.Options{Gate: gate, Client: 0, Process: 0, Clock: &nemesis.ClientClock{}})
 	gate.Arm(nemesis.Trap{Client: nemesis.AnyClient, Crash: true,
 		Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true}})
 	gate.Begin(ctx, 0, 0, history.Acquire)

@@ -58,12 +58,7 @@ func start(t *testing.T, name string) *handles {
 			for _, n := range h.nodes {
 				hello.Nodes = append(hello.Nodes, n.Addr())
 			}
-			p, err := worker.Start(ctx, worker.Options{Command: func(string) *exec.Cmd { return info.Program() }, Hello: hello, Stderr: os.Stderr})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(p.Close)
-			return p
+			return startWorker(t, hello, worker.Options{})
 		}
 		// A tenth of a TTL between tries bounds how many a stopped node times
 		// out: redsync tries Wait/RetryDelay+1 times.
@@ -81,6 +76,27 @@ func start(t *testing.T, name string) *handles {
 	}
 	h.a, h.b = open("a"), open("b")
 	return h
+}
+
+// startWorker starts one client of hello.Lock as its worker process, with
+// o's other options (a gate, a clock), and closes it when the test ends.
+func startWorker(t *testing.T, hello worker.Hello, o worker.Options) *worker.Proc {
+	t.Helper()
+	info, err := locks.Lookup(hello.Lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Command = func(string) *exec.Cmd { return info.Program() }
+	o.Hello = hello
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	p, err := worker.Start(context.Background(), o)
+	if err != nil {
+		t.Fatalf("%s: %v", hello.Lock, err)
+	}
+	t.Cleanup(p.Close)
+	return p
 }
 
 func is(t *testing.T, what string, err, want error) {

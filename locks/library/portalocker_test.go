@@ -2,7 +2,6 @@ package library_test
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -48,18 +47,9 @@ func TestPortalockerWorker(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		info, err := locks.Lookup("portalocker")
-		if err != nil {
-			t.Fatal(err)
-		}
 		hello := worker.Hello{Lock: "portalocker", Nodes: []string{link.Addr()}, Store: store.Addr(),
 			TTLNS: int64(ttl), WaitNS: int64(ttl / 3), Owner: owner}
-		p, err := worker.Start(ctx, worker.Options{Command: func(string) *exec.Cmd { return info.Program() }, Hello: hello, Stderr: os.Stderr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(p.Close)
-		return p
+		return startWorker(t, hello, worker.Options{})
 	}
 	a, b := open("a"), open("b")
 

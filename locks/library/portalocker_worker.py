@@ -206,13 +206,7 @@ class PortalockerWorker(Worker):
     def abandon(self, lock):
         """Lets go, off the request thread, of what a failed acquire may
         hold, as RedisLock.__del__ would once the user's code dropped it."""
-        def release():
-            try:
-                lock.release()
-            except Exception as e:
-                sys.stderr.write("portalocker-worker: releasing after a failed acquire: %r\n" % e)
-
-        threading.Thread(target=release, daemon=True).start()
+        release_apart(lock, "portalocker's RedisLock")
 
     def release(self, lease):
         token = lease.get("token")

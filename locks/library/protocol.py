@@ -61,6 +61,19 @@ def tell_lost(key, token):
     send({"event": "lost", "lease": {"key": key, "token": token}})
 
 
+def release_apart(lock, what):
+    """Releases, on a thread of its own, what a failed acquire may hold: a
+    library's release may retry until its server answers again, and the
+    acquire's unknown is answered meanwhile. A failure is only logged."""
+    def release():
+        try:
+            lock.release()
+        except Exception as e:
+            sys.stderr.write("releasing %s after a failed acquire: %r\n" % (what, e))
+
+    threading.Thread(target=release, daemon=True).start()
+
+
 def word(arg):
     if isinstance(arg, bytes):
         return arg.decode("utf-8", "replace")

@@ -141,16 +141,11 @@ func (s *symfonyPair) open(t *testing.T, owner string, gate *nemesis.Gate) *work
 	for _, n := range s.nodes {
 		hello.Nodes = append(hello.Nodes, n.Addr())
 	}
-	o := worker.Options{Command: func(string) *exec.Cmd { return s.info.Program() }, Hello: hello, Stderr: os.Stderr}
+	var o worker.Options
 	if gate != nil {
 		o.Gate, o.Clock = gate, &nemesis.ClientClock{}
 	}
-	p, err := worker.Start(context.Background(), o)
-	if err != nil {
-		t.Fatalf("%s: %v", s.info.Name, err)
-	}
-	t.Cleanup(p.Close)
-	return p
+	return startWorker(t, hello, o)
 }
 
 // symfonyExclusive: a holds, b is refused, a releases, b takes it. A lease

@@ -2,8 +2,6 @@ package library_test
 
 import (
 	"context"
-	"errors"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -268,11 +266,5 @@ func toozWorker(t *testing.T, info locks.Info, node, store *cluster.Node, owner 
 	}
 	hello := worker.Hello{Lock: info.Name, Nodes: []string{l.Addr()}, Store: store.Addr(), TTLNS: int64(ttl),
 		WaitNS: int64(ttl / 3), Owner: owner, StoreTimeoutNS: int64(time.Second)}
-	p, err := worker.Start(context.Background(), worker.Options{Command: func(string) *exec.Cmd { return info.Program() },
-		Hello: hello, Stderr: os.Stderr})
-	if err != nil {
-		t.Fatal(errors.Join(errors.New(info.Name), err))
-	}
-	t.Cleanup(p.Close)
-	return p
+	return startWorker(t, hello, worker.Options{})
 }

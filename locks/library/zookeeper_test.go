@@ -3,7 +3,6 @@ package library_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"strings"
@@ -160,19 +159,10 @@ func zkEnsemble(t *testing.T) ([]*cluster.Node, *cluster.Node) {
 // owner.
 func zkWorker(t *testing.T, lock string, nodes []*cluster.Node, store *cluster.Node, owner string) *worker.Proc {
 	t.Helper()
-	info, err := locks.Lookup(lock)
-	if err != nil {
-		t.Fatal(err)
-	}
 	hello := worker.Hello{Lock: lock, Store: store.Addr(), TTLNS: int64(zkSession), WaitNS: int64(zkSession / 2), Owner: owner,
 		StoreTimeoutNS: int64(time.Second)}
 	for _, n := range nodes {
 		hello.Nodes = append(hello.Nodes, n.Addr())
 	}
-	p, err := worker.Start(context.Background(), worker.Options{Command: func(string) *exec.Cmd { return info.Program() }, Hello: hello, Stderr: os.Stderr})
-	if err != nil {
-		t.Fatal(fmt.Errorf("%s: %w", lock, err))
-	}
-	t.Cleanup(p.Close)
-	return p
+	return startWorker(t, hello, worker.Options{})
 }
