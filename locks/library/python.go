@@ -19,5 +19,6 @@ const python = "/usr/bin/python3"
 // pythonWorker starts one client of a Python worker: the shared protocol,
 // then the worker's own file, which ends by serving it.
 func pythonWorker(source string) func() *exec.Cmd {
-	return func() *exec.Cmd { return exec.Command(python, "-c", pythonProtocol+"\n"+source) }
+	code := pythonProtocol + "\n" + source
+	return func() *exec.Cmd { return exec.Command(python, "-c", code) }
 }
