@@ -52,7 +52,8 @@ build:
 unit:
 	./scripts/unit.sh
 
-# Every story for every Redis lock, then the lock services (ZooKeeper,
+# Every story for every Redis lock written in Go (this repository's own,
+# redsync, redislock) and for redis-py, then the lock services (ZooKeeper,
 # etcd, PostgreSQL) in the story that tells them apart most, a paused
 # holder, one lock for each way it ends: a session that lapses (zk), a
 # fenced one (etcd-fenced), a lease (pg-lease), a session that holds
@@ -61,15 +62,22 @@ unit:
 # Redis one and is make run's, not this 12-minute budget's: the other
 # service locks (memcached-add's 4 s lease makes its run 28 s), a leader
 # killed under a holder, and the ensembles' own tests (locks/services).
-# Then one story for each ZooKeeper library, the one that tells it apart:
-# Curator in ensemble-restart, where it alone lets two in (curator#1121),
-# and kazoo's listener in isolated-holder, where the care its docs ask for
-# keeps the store safe.
+# Then one story for each installed library beyond those, the one that
+# tells it apart: Curator in ensemble-restart, where it alone lets two in
+# (curator#1121); kazoo's listener in isolated-holder, where the care its
+# docs ask for keeps the store safe; the Python and PHP libraries on Redis
+# in paused-holder, where each one's lease (or portalocker's connection)
+# decides; and php-lock's RedLock in redlock-paused-replies, its finding.
+# Their other stories, with worker processes in every client, are make
+# run's: they would double this matrix's time.
 matrix:
-	go run ./cmd/run -scenario all -service redis -out results
+	go run ./cmd/run -scenario all -service redis -language Go -out results
+	go run ./cmd/run -scenario all -lock redis-py -out results/redis-py
 	go run ./cmd/run -scenario paused-holder -lock zk,etcd-fenced,pg-lease,pg-advisory -out results/services
 	go run ./cmd/run -scenario ensemble-restart -lock curator -out results/curator
 	go run ./cmd/run -scenario isolated-holder -lock kazoo-listener -out results/kazoo
+	go run ./cmd/run -scenario paused-holder -lock tooz-redis,portalocker,laravel,php-lock-redis,php-lock-redlock,symfony-redis,symfony-predis,symfony-redlock3,symfony-redlock5 -out results/libraries
+	go run ./cmd/run -scenario redlock-paused-replies -lock php-lock-redlock -out results/php-lock
 
 # The docker backend on the stories that need a node's fault most (a frozen
 # holder, a failover, a RedLock node's clock and its crash), for the

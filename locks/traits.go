@@ -66,6 +66,19 @@ type Traits struct {
 	// to its clock's tick early (memcached), while the client counts the
 	// whole TTL.
 	ServerEndsEarly bool `json:"server_ends_early,omitempty"`
+	// QuietRelease is true when an owner-checked release that finds the
+	// lock no longer the caller's returns as if it had let it go: it
+	// deletes nothing and says nothing (Symfony's Lock::release deletes
+	// its own token, then checks only that that token is gone).
+	QuietRelease bool `json:"quiet_release,omitempty"`
+	// RacyAcquire is true when the acquire's commands go out on two
+	// connections with nothing ordering them at the server, so a delay
+	// on one of them lets two clients in with no fault at all
+	// (portalocker: a SUBSCRIBE it does not wait for, then PUBSUB NUMSUB
+	// on another connection, wolph/portalocker#139). A story that expects
+	// it safe holds only while its links keep their order, as they
+	// almost always do with a few clients.
+	RacyAcquire bool `json:"racy_acquire,omitempty"`
 }
 
 // Ending is what ends a hold whose holder never releases it.

@@ -109,6 +109,8 @@ func unsafeReleaseStory() Scenario {
 				"fair", "multilock", "redlock", "redlock-novalidity", "reentrant", "reentrant-async", "reentrant-lost", "set-nx-px-fenced", "set-nx-px-wait"),
 			expect(connection, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "nothing lapses during the pause: the paused holder keeps its connection (portalocker's subscription), and with it the lock, so there is no successor for its release to land on"}),
+			expect(and(onRedis, expires, oneNode, quietRelease), verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"foreign-release"},
+				Why: "K1 still happens; the woken client's release deletes only its own token (RedisStore::delete's script), which is gone, and Symfony's Lock::release then checks only that its token is absent and returns: a release that succeeded while the successor held, whose key it left alone"}),
 			expect(and(onRedis, expires, oneNode), verdict.Expectation{Outcome: verdict.Unsafe, Hide: []string{"foreign-release"},
 				Why: "K1 still happens, but the woken client's release is refused (compare-and-delete, or its own timestamp has expired)"}),
 			leaveOut(and(installed, or(renewed, not(oneNode))), "a watchdog, or a lease on several nodes, releases with an owner check as the single-node leases do, which this story judges"),

@@ -21,6 +21,7 @@ import (
 // flags holds every flag's value after parsing.
 type flags struct {
 	scenarios, lockNames, services string
+	languages                      string
 	clients, parallel, runs        int
 	ttl, timeLimit                 time.Duration
 	seed                           int64
@@ -36,7 +37,7 @@ type flags struct {
 }
 
 // usageLine is the first line -h prints, above every flag's own.
-const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
 
 // newFlags declares every flag on a set of its own, for one parse.
 func newFlags() *flags {
@@ -46,6 +47,7 @@ func newFlags() *flags {
 	fs.StringVar(&f.scenarios, "scenario", "all", "scenario name(s), comma-separated, or all")
 	fs.StringVar(&f.lockNames, "lock", "", "lock name(s), comma-separated (default: every lock the scenario has an expectation for)")
 	fs.StringVar(&f.services, "service", "", "run only the locks on these server kind(s), comma-separated: "+strings.Join(cluster.Kinds(), ", ")+" (default: every kind)")
+	fs.StringVar(&f.languages, "language", "", "run only the locks whose clients are written in these language(s), comma-separated: Go (this repository's own locks and the Go libraries), Python, PHP, Java (default: every language)")
 	fs.IntVar(&f.clients, "clients", 0, "number of clients (default: the scenario's)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "lease time (default: the scenario's)")
 	fs.DurationVar(&f.timeLimit, "time-limit", 0, "how long clients keep working (default: the scenario's)")

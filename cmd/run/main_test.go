@@ -81,7 +81,7 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 // -service keeps the pairs whose lock runs on the named kinds, and only
 // those: the Makefile splits the matrix by it.
 func TestServiceKeepsOnlyItsLocks(t *testing.T) {
-	pairs, err := plan("all", "", "postgres,memcached", nil)
+	pairs, err := plan("all", "", only{kinds: []string{"postgres", "memcached"}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,10 +98,35 @@ func TestServiceKeepsOnlyItsLocks(t *testing.T) {
 			t.Fatalf("no pair of %s in %v", want, pairs)
 		}
 	}
-	all, _ := plan("all", "", "", nil)
-	redis, _ := plan("all", "", "redis", nil)
+	all, _ := plan("all", "", only{}, nil)
+	redis, _ := plan("all", "", only{kinds: []string{"redis"}}, nil)
 	if len(redis) == 0 || len(redis)+len(pairs) >= len(all) {
 		t.Fatalf("redis %d + postgres and memcached %d pairs of %d: ZooKeeper's and etcd's are missing", len(redis), len(pairs), len(all))
+	}
+}
+
+// -language keeps the locks whose clients are written in it, this
+// repository's own counting as Go, and refuses a language no lock has.
+func TestLanguageKeepsOnlyItsLocks(t *testing.T) {
+	pairs, err := plan("all", "", only{kinds: []string{"redis"}, languages: []string{"go"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, p := range pairs {
+		info, _ := locks.Lookup(p[1])
+		if info.Language != "" && info.Language != "Go" {
+			t.Fatalf("pair %s/%s: its clients are %s", p[0], p[1], info.Language)
+		}
+		seen[p[1]] = true
+	}
+	for _, want := range []string{"set-nx-px", "redsync"} {
+		if !seen[want] {
+			t.Fatalf("no pair of %s in %v", want, pairs)
+		}
+	}
+	if _, err := plan("all", "", only{languages: []string{"COBOL"}}, nil); err == nil || !strings.Contains(err.Error(), "-language COBOL") {
+		t.Fatalf("a language no lock has: %v", err)
 	}
 }
 
@@ -939,6 +964,26 @@ func TestSweepShardsMergeIntoOnePlot(t *testing.T) {
 		errb.Reset()
 		if code := run(context.Background(), append(args, "-out", t.TempDir()), &bytes.Buffer{}, &errb); code != 2 || strings.Count(errb.String(), "\n") != 1 {
 			t.Errorf("%s: exit %d, %q", name, code, errb.String())
+		}
+	}
+}
+
+// The scenario files the docs point to read as stories, each with an
+// expectation for every lock it names: a finding's command must run.
+func TestDocsScenarioFilesRead(t *testing.T) {
+	files, _ := filepath.Glob("../../docs/scenarios/*.json")
+	if len(files) == 0 {
+		t.Fatal("no scenario file under docs/scenarios")
+	}
+	for _, f := range files {
+		told, _, err := readStories([]string{f})
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for name, s := range told {
+			if len(s.Expect) == 0 {
+				t.Fatalf("%s: story %s expects nothing of any lock", f, name)
+			}
 		}
 	}
 }

@@ -27,7 +27,7 @@ import (
 // matrixMode is what run does when no other mode is named. -runs is the
 // one flag it refuses that is not a mode's own: it counts a sweep's or a
 // shrink's runs, and a pair runs once.
-var matrixMode = mode{takes: slices.Concat(runFlags, []string{"scenario", "service", "shard", "probe", "v"}),
+var matrixMode = mode{takes: slices.Concat(runFlags, []string{"scenario", "service", "language", "shard", "probe", "v"}),
 	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 		return runMatrix(ctx, f, nil, stdout, stderr)
 	}}
@@ -104,7 +104,7 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 // environment).
 func (m *matrixRun) selectPairs(stdout io.Writer) ([][2]string, error) {
 	f := m.f
-	pairs, err := plan(f.scenarios, f.lockNames, f.services, m.told)
+	pairs, err := plan(f.scenarios, f.lockNames, only{split(f.services), split(f.languages)}, m.told)
 	if err != nil || f.shard == "" {
 		return pairs, err
 	}
@@ -297,16 +297,55 @@ func (m *matrixRun) printTables(wall time.Duration, stdout io.Writer) {
 	}
 }
 
+// only is what -service and -language keep of a plan: the locks on these
+// server kinds, written in these languages (none named: every one).
+type only struct{ kinds, languages []string }
+
+// keeps says whether o keeps the lock info describes.
+func (o only) keeps(info locks.Info) bool {
+	return (len(o.kinds) == 0 || slices.Contains(o.kinds, info.ServerKind())) &&
+		(len(o.languages) == 0 || slices.ContainsFunc(o.languages, func(l string) bool { return strings.EqualFold(l, language(info)) }))
+}
+
+// language is the language a lock's clients are written in: its
+// library's, or Go for this repository's own.
+func language(info locks.Info) string {
+	if info.Language == "" {
+		return "Go"
+	}
+	return info.Language
+}
+
+// check refuses a server kind or a language no lock has.
+func (o only) check() error {
+	for _, k := range o.kinds {
+		if _, err := cluster.LookupKind(k); err != nil {
+			return fmt.Errorf("-service %s: no such server kind (one of %s)", k, strings.Join(cluster.Kinds(), ", "))
+		}
+	}
+	var known []string
+	for _, n := range locks.Names() {
+		info, _ := locks.Lookup(n)
+		if l := language(info); !slices.Contains(known, l) {
+			known = append(known, l)
+		}
+	}
+	for _, l := range o.languages {
+		if !slices.ContainsFunc(known, func(k string) bool { return strings.EqualFold(k, l) }) {
+			return fmt.Errorf("-language %s: no lock's clients are written in it (one of %s)", l, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
 // plan expands the -scenario and -lock lists into (scenario, lock) pairs.
 // A lock named explicitly must apply to every scenario named; with no -lock,
 // each scenario runs every lock it has an expectation for. A story in told
-// (a scenario file's) is taken from there, not from the catalogue.
-func plan(scenarioList, lockList, serviceList string, told map[string]*scenario.Scenario) ([][2]string, error) {
-	kinds := split(serviceList)
-	for _, k := range kinds {
-		if _, err := cluster.LookupKind(k); err != nil {
-			return nil, fmt.Errorf("-service %s: no such server kind (one of %s)", k, strings.Join(cluster.Kinds(), ", "))
-		}
+// (a scenario file's) is taken from there, not from the catalogue. Only
+// the locks o keeps are planned.
+func plan(scenarioList, lockList string, o only, told map[string]*scenario.Scenario) ([][2]string, error) {
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	names, err := storyNames(scenarioList)
 	if err != nil {
@@ -336,14 +375,14 @@ func plan(scenarioList, lockList, serviceList string, told map[string]*scenario.
 			if _, ok := s.Expect[l]; !ok && scenarioList == "all" {
 				continue
 			}
-			if len(kinds) > 0 && !slices.Contains(kinds, lk.ServerKind()) {
+			if !o.keeps(lk) {
 				continue
 			}
 			pairs = append(pairs, [2]string{sn, l})
 		}
 	}
-	if len(pairs) == 0 && len(kinds) > 0 {
-		return nil, fmt.Errorf("no scenario in %q applies to a lock on %s", scenarioList, serviceList)
+	if len(pairs) == 0 && (len(o.kinds) > 0 || len(o.languages) > 0) {
+		return nil, fmt.Errorf("no scenario in %q applies to a lock on %s in %s", scenarioList, orEvery(o.kinds, "every server kind"), orEvery(o.languages, "every language"))
 	}
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("no scenario in %q applies to lock %q", scenarioList, lockList)
@@ -371,4 +410,12 @@ func storyNames(scenarioList string) ([]string, error) {
 		return nil, errors.New("-scenario is empty")
 	}
 	return names, nil
+}
+
+// orEvery is names joined, or every when there are none.
+func orEvery(names []string, every string) string {
+	if len(names) == 0 {
+		return every
+	}
+	return strings.Join(names, ", ")
 }

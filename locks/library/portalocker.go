@@ -52,7 +52,7 @@ const portalockerLibrary = "portalocker 2.2 (Debian's python3-portalocker)"
 func portalockerLocks(register func(locks.Info)) {
 	register(locks.Info{
 		Name:    "portalocker",
-		Traits:  locks.Traits{Ends: locks.Connection, Release: locks.OwnerChecked, TellsLoss: true},
+		Traits:  locks.Traits{Ends: locks.Connection, Release: locks.OwnerChecked, TellsLoss: true, RacyAcquire: true},
 		Library: portalockerLibrary,
 		Summary: "portalocker's RedisLock (Debian's python3-portalocker 2.2): held while the holder's SUBSCRIBE to the lock's channel lives, " +
 			"taken when PUBSUB NUMSUB counts no subscriber; its thread's interrupt on a dropped connection told as a lost lease; each client a Python worker",

@@ -49,7 +49,7 @@ func symfonyLocks(register func(locks.Info)) {
 	// member: Redis's wall clock ends it, and only the token's holder
 	// deletes it.
 	redisTraits := locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall,
-		ExpirySeparate: true, Validity: true}
+		ExpirySeparate: true, Validity: true, QuietRelease: true}
 	// A lease's (locks.LeaseClaims), as the docs' Reliability section
 	// words it: "Expiring stores (MemcachedStore and RedisStore) guarantee
 	// that the lock is acquired only for the defined duration of time".
@@ -106,9 +106,10 @@ func symfonyLocks(register func(locks.Info)) {
 			Library: symfonyLibrary,
 			Nodes:   n.nodes,
 			Summary: "Symfony Lock 5.4's CombinedStore of RedisStores with the ConsensusStrategy (Debian's php-symfony-lock): " +
-				"a majority of independent Redis nodes; each client a PHP worker",
-			Claims:  locks.LeaseClaims,
-			Program: program,
+				"a majority of independent Redis nodes, the harness's RedLock bound per node; each client a PHP worker",
+			NodeTimeout: true,
+			Claims:      locks.LeaseClaims,
+			Program:     program,
 		})
 	}
 	// PostgreSqlStore (Store/PostgreSqlStore.php): pg_try_advisory_lock on
@@ -120,7 +121,7 @@ func symfonyLocks(register func(locks.Info)) {
 	// cannot unlock for any reason".
 	register(locks.Info{
 		Name:    "symfony-postgres",
-		Traits:  locks.Traits{Ends: locks.Connection, Release: locks.OwnerChecked},
+		Traits:  locks.Traits{Ends: locks.Connection, Release: locks.OwnerChecked, QuietRelease: true},
 		Library: symfonyLibrary,
 		Summary: "Symfony Lock 5.4's PostgreSqlStore (Debian's php-symfony-lock): pg_try_advisory_lock on the client's " +
 			"connection, held until released or the session ends; each client a PHP worker",
@@ -151,7 +152,7 @@ func symfonyLocks(register func(locks.Info)) {
 		// cast to INT) and compared with a now rounded too, so the server keeps a
 		// lease between ttl-1 s and ttl while Key counts the whole ttl.
 		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall,
-			ExpirySeparate: true, Validity: true, ServerEndsEarly: true},
+			ExpirySeparate: true, Validity: true, ServerEndsEarly: true, QuietRelease: true},
 		Library: symfonyLibrary,
 		Summary: "Symfony Lock 5.4's PdoStore on PostgreSQL (Debian's php-symfony-lock, php-pgsql): a lock_keys row whose " +
 			"expiry is whole seconds of the server's clock; each client a PHP worker",
@@ -180,7 +181,7 @@ func symfonyLocks(register func(locks.Info)) {
 		// may drop an item up to a tick before its expiry, while Key
 		// counts the whole ceil(ttl).
 		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerMonotonic,
-			ExpirySeparate: true, Validity: true, ServerEndsEarly: true},
+			ExpirySeparate: true, Validity: true, ServerEndsEarly: true, QuietRelease: true},
 		Library: symfonyLibrary,
 		Summary: "Symfony Lock 5.4's MemcachedStore (Debian's php-symfony-lock, php-memcached): add, then a CAS to " +
 			"the TTL in whole seconds; each client a PHP worker",

@@ -71,10 +71,17 @@ final class SymfonyWorker extends LtWorker
             case 'symfony-redlock3':
             case 'symfony-redlock5':
                 // components/lock.rst, CombinedStore: one RedisStore per
-                // server, ConsensusStrategy (a simple majority).
+                // server, ConsensusStrategy (a simple majority). Each node's
+                // connect and read timeout is the harness's RedLock bound
+                // (locks.DefaultNodeTimeout: TTL/10 between 5 ms and 50 ms),
+                // as RedLock asks of a client, php-lock-redlock's too:
+                // CombinedStore asks its stores one after another, so two
+                // unreachable nodes at 500 ms each would spend a 1 s lease
+                // before the refresh, and no acquire would ever hold.
+                $nodeTimeout = min(max($this->ttl / 10, 0.005), 0.05);
                 $stores = [];
                 foreach ($nodes as $n) {
-                    $stores[] = new \Symfony\Component\Lock\Store\RedisStore(self::phpRedis($n));
+                    $stores[] = new \Symfony\Component\Lock\Store\RedisStore(lt_connect_redis($n, $nodeTimeout));
                 }
                 return new \Symfony\Component\Lock\Store\CombinedStore($stores, new \Symfony\Component\Lock\Strategy\ConsensusStrategy());
             case 'symfony-postgres':
