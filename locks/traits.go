@@ -79,6 +79,12 @@ type Traits struct {
 	// it safe holds only while its links keep their order, as they
 	// almost always do with a few clients.
 	RacyAcquire bool `json:"racy_acquire,omitempty"`
+	// OneMember is true when the client talks to one member of its
+	// ensemble, the first it is given, and to no other: when that member
+	// stops, every client stops with it, whatever the quorum does
+	// (python-etcd3 0.12's client, and tooz's etcd3 driver on it, take
+	// one host).
+	OneMember bool `json:"one_member,omitempty"`
 }
 
 // Ending is what ends a hold whose holder never releases it.

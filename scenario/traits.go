@@ -54,6 +54,7 @@ var (
 	clientEndsSession = is("ending its session by its own clock", func(i locks.Info) bool { return i.Traits.ClientEndsSession })
 	serverEndsEarly   = is("ended by its server before the deadline it reports", func(i locks.Info) bool { return i.Traits.ServerEndsEarly })
 	quietRelease      = is("releasing quietly what is no longer its own", func(i locks.Info) bool { return i.Traits.QuietRelease })
+	oneMember         = is("talking to one member of its ensemble", func(i locks.Info) bool { return i.Traits.OneMember })
 	// fiveNodes is a lock on as many nodes as the RedLock stories are told on.
 	fiveNodes = is("on five nodes", func(i locks.Info) bool { return i.Nodes == redlockNodes })
 	// phpLock is php-lock's mutexes, whose key outlives the lease they

@@ -149,8 +149,11 @@ func (c *Clients) Run(stop, abort context.Context) error {
 					errs <- fmt.Errorf("client %d panicked: %v\n%s", i, r, debug.Stack())
 				}
 			}()
-			w.loop(stop, abort)
+			err := w.loop(stop, abort)
 			w.close()
+			if err != nil {
+				errs <- fmt.Errorf("client %d: %w", i, err)
+			}
 		}()
 	}
 	wg.Wait()
@@ -190,7 +193,9 @@ type worker struct {
 
 // close ends the current process and every abandoned one.
 func (w *worker) close() {
-	w.p.Close()
+	if w.p.Close != nil {
+		w.p.Close()
+	}
 	for _, p := range w.left {
 		p.Close()
 	}
@@ -216,9 +221,38 @@ func (w *worker) retire() {
 		w.p.Close()
 	}
 	w.process = w.rec.NewProcess()
-	if err := w.open(); err != nil {
-		panic(err) // the same factory opened the first one: a harness bug
+	w.p = Process{}
+}
+
+// reopenDelay is how long a client whose new process could not open waits
+// before it tries again: a worker process costs a few hundred ms of CPU to
+// start, which a tighter loop would take from the story's own processes.
+const reopenDelay = 250 * time.Millisecond
+
+// reopen opens the process retire left unopened, and reports whether it
+// is open. Opening may fail where the first open did not: a worker
+// process's hello connects to its server, which a fault may have stopped
+// (a killed leader the library's client names), and answers unknown, as
+// a restarted program of a user's would fail to start; the client waits
+// and tries again, as a supervisor would restart it, until the run stops.
+// Any other failure (a worker that broke the protocol) ends the run.
+func (w *worker) reopen(stop, abort context.Context) (bool, error) {
+	if w.p.Lock != nil {
+		return true, nil
 	}
+	err := w.open()
+	if err == nil {
+		return true, nil
+	}
+	if !errors.Is(err, locks.ErrUnknown) {
+		return false, err
+	}
+	select {
+	case <-stop.Done():
+	case <-abort.Done():
+	case <-time.After(reopenDelay):
+	}
+	return false, nil
 }
 
 // ErrLeaseLost is a write the holder did not send: its lock had told it
@@ -243,8 +277,13 @@ func (w *worker) lockOp(ctx context.Context, f string, op func(context.Context) 
 	return w.o.Gate.End(w.client, w.process), err
 }
 
-func (w *worker) loop(stop, abort context.Context) {
+func (w *worker) loop(stop, abort context.Context) error {
 	for stop.Err() == nil && abort.Err() == nil {
+		if open, err := w.reopen(stop, abort); err != nil {
+			return err
+		} else if !open {
+			continue
+		}
 		w.cycle(abort)
 		if w.o.Think > 0 {
 			d := time.Duration(mrand.Int64N(int64(2*w.o.Think) + 1))
@@ -254,6 +293,7 @@ func (w *worker) loop(stop, abort context.Context) {
 			}
 		}
 	}
+	return nil
 }
 
 // skew is how far the nemesis has set the client's clock off (0 for a

@@ -2,7 +2,10 @@ package workloads_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -76,5 +79,85 @@ func TestClientCrashMidProtocol(t *testing.T) {
 	}
 	if ttl := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{}).PTTL(ctx, "lock").Val(); ttl != -1 {
 		t.Fatalf("the crashed client's key should be there with no TTL (PTTL -1), got %v", ttl)
+	}
+}
+
+// unknownOnce answers its first acquire unknown, as a worker whose server
+// went away does, so the workload retires its process.
+type unknownOnce struct {
+	locks.Lock
+	failed *atomic.Bool
+}
+
+func (u unknownOnce) Acquire(ctx context.Context, key string) (locks.Lease, error) {
+	if u.failed.CompareAndSwap(false, true) {
+		return locks.Lease{}, fmt.Errorf("%w: the server went away", locks.ErrUnknown)
+	}
+	return u.Lock.Acquire(ctx, key)
+}
+
+// A retired process whose successor cannot open yet (a worker's hello
+// finds its server down: unknown) is tried again until it opens, and the
+// client goes on; an open that fails otherwise ends the run with its
+// error, not a panic.
+func TestReopenAfterRetire(t *testing.T) {
+	ctx := context.Background()
+	cl, err := cluster.Start(ctx, cluster.Options{}, 2) // n1 lock, n2 store
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	lockNode, storeNode := cl.Nodes()[0], cl.Nodes()[1]
+	for _, tc := range []struct {
+		name    string
+		openErr error
+	}{
+		{"unknown", fmt.Errorf("%w: connecting: refused", locks.ErrUnknown)},
+		{"broken", errors.New("the worker broke the protocol")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := history.NewRecorder(nil, 1)
+			var opens atomic.Int32
+			var failed atomic.Bool
+			o := workloads.Options{Key: "lock-" + tc.name, Register: "register-" + tc.name}
+			o.Clients = []workloads.Client{{Clock: locks.SystemClock{}, Open: func(process int) (workloads.Process, error) {
+				if n := opens.Add(1); n == 2 || n == 3 {
+					return workloads.Process{}, tc.openErr
+				}
+				lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
+				sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
+				l, err := locks.New("set-nx-px", locks.Config{Clients: []redis.UniversalClient{lc}, TTL: time.Second})
+				return workloads.Process{Lock: unknownOnce{l, &failed}, Store: workloads.NewStore(sc),
+					Close: func() { lc.Close(); sc.Close() }}, err
+			}}}
+			clients, err := workloads.Open(rec, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop, cancel := context.WithTimeout(ctx, 600*time.Millisecond)
+			defer cancel()
+			err = clients.Run(stop, ctx)
+			if tc.name == "broken" {
+				if err == nil || !strings.Contains(err.Error(), "broke the protocol") || strings.Contains(err.Error(), "panicked") {
+					t.Fatalf("Run: %v, want the open's error, not a panic", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := opens.Load(); n < 4 {
+				t.Fatalf("%d opens: the client did not try again after two refused", n)
+			}
+			acquired := 0
+			for _, op := range rec.Ops() {
+				if op.F == history.Acquire && op.Type == history.OK && op.Process > 0 {
+					acquired++
+				}
+			}
+			if acquired == 0 {
+				t.Fatal("the reopened process never acquired")
+			}
+		})
 	}
 }

@@ -31,7 +31,9 @@ const etcd3Library = "python-etcd3 0.12 (Debian's python3-etcd3)"
 // The key lives on etcd's quorum. As Debian packages it, acquire cannot
 // wait: under tenacity 8 its old-style wait function raises TypeError on
 // the first try that finds the key taken (the worker's docstring), which
-// the worker answers as not-acquired, at once.
+// the worker answers as not-acquired, at once. The client takes one host
+// (etcd3.client(host, port)): every client talks to the first member, and
+// stops while that member is down (OneMember).
 //
 // Claims, a lease's as the Redis leases' (locks.LeaseClaims), and what a
 // quorum adds: the lease's deadline is counted from before the acquire,
@@ -53,7 +55,7 @@ func etcd3Locks(register func(locks.Info)) {
 		}
 		register(locks.Info{
 			Name:    name,
-			Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerMonotonic, Quorum: true},
+			Traits:  locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerMonotonic, Quorum: true, OneMember: true},
 			Library: etcd3Library,
 			Summary: summary,
 			Nodes:   3,

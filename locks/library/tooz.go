@@ -147,7 +147,7 @@ func toozLocks(register func(locks.Info)) {
 		// putting the key on it, the heart refreshing the lease, a
 		// value-compared delete to release. A lease the cluster keeps while
 		// its holder refreshes it: a session (as services' etcd lock).
-		Traits:  locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true},
+		Traits:  locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true, OneMember: true},
 		Library: toozLibrary,
 		Summary: "tooz's etcd3 driver (Debian's python3-tooz 3.1) DOES NOT RUN AS PACKAGED: an acquire that finds the lock taken " +
 			"raises TypeError (python3-etcd3 0.12's tenacity wait() vs tenacity 8.2); etcd3+http: TypeError at start (etcd3gw 2.0 " +
