@@ -108,7 +108,11 @@ func delayedWriteStory() Scenario {
 		Name: "delayed-write",
 		Story: "K2 (Kleppmann 2016): client 0's requests to the protected store are delayed in the network (0.75 TTL each way out by default) " +
 			"so its write lands after its lease expired and a successor wrote.",
-		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
+		// Eight TTLs, so client 0 has three after the delay's end is armed
+		// (at 5) to start an acquire, time enough for a client whose
+		// release takes a second (a PostgreSQL server on a busy machine)
+		// or whose worker process is being replaced.
+		TimeLimitTTLs: 8, MinTimeLimitTTLs: 5,
 		Rules: []Rule{
 			controlOut,
 			detachedAsReentrant,
@@ -133,7 +137,7 @@ func delayedWriteStory() Scenario {
 		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
 		// At most one TTL: client 0's read and write each wait out the
 		// delay, and past about a TTL its next acquire, which ends the
-		// delay, comes after the story's 7 TTLs, so the run never shows
+		// delay, comes after the story's 8 TTLs, so the run never shows
 		// the delay's end it requires and comes out vacuous.
 		Params: []Param{{Name: "delay", Unit: "TTLs", Default: 0.75, Min: 0, Max: 1,
 			Help: "how long each of client 0's requests to the store is held up on its way out"}},
