@@ -83,6 +83,7 @@ func baselineStory() Scenario {
 		Rules: []Rule{
 			expect(nothingLocked, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"double-holder"},
 				Why: "the control that locks nothing: if the checkers do not see two holders here, they see nothing"}),
+			leaveOut(racyAcquire, "its acquire races its own commands on two connections and lets two in with no fault now and then (wolph/portalocker#139), so a fault-free run may come out either way; docs/scenarios/subscribe-race.json tells it on purpose"),
 			expect(anyLock, verdict.Expectation{Outcome: verdict.Safe, Why: "no fault, no violation: a positive here is a harness bug"}),
 		},
 		Plan: Plan{},
