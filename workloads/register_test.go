@@ -24,12 +24,7 @@ import (
 // it, with no TTL.
 func TestClientCrashMidProtocol(t *testing.T) {
 	ctx := context.Background()
-	cl, err := cluster.Start(ctx, cluster.Options{}, 2) // n1 lock, n2 store
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	lockNode, storeNode := cl.Nodes()[0], cl.Nodes()[1]
+	lockNode, storeNode := lockAndStore(t)
 	rec := history.NewRecorder(nil, 2)
 	gate := nemesis.NewGate(rec)
 	gate.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true},
@@ -39,14 +34,11 @@ func TestClientCrashMidProtocol(t *testing.T) {
 		o.Clients = append(o.Clients, workloads.Client{
 			Clock: locks.SystemClock{},
 			Open: func(process int) (workloads.Process, error) {
-				lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
-				sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
-				lc.AddHook(gate.Hook(i, process, true))
-				sc.AddHook(gate.Hook(i, process, false))
-				l, err := locks.New("setnx-expire", locks.Config{Clients: []redis.UniversalClient{lc}, TTL: time.Second,
-					Wait: 100 * time.Millisecond})
-				return workloads.Process{Lock: l, Store: workloads.NewStore(sc),
-					Close: func() { lc.Close(); sc.Close() }}, err
+				return openProcess(lockNode, storeNode, "setnx-expire", locks.Config{Wait: 100 * time.Millisecond},
+					func(lc, sc *redis.Client) {
+						lc.AddHook(gate.Hook(i, process, true))
+						sc.AddHook(gate.Hook(i, process, false))
+					})
 			},
 		})
 	}
@@ -102,12 +94,7 @@ func (u unknownOnce) Acquire(ctx context.Context, key string) (locks.Lease, erro
 // error, not a panic.
 func TestReopenAfterRetire(t *testing.T) {
 	ctx := context.Background()
-	cl, err := cluster.Start(ctx, cluster.Options{}, 2) // n1 lock, n2 store
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	lockNode, storeNode := cl.Nodes()[0], cl.Nodes()[1]
+	lockNode, storeNode := lockAndStore(t)
 	for _, tc := range []struct {
 		name    string
 		openErr error
@@ -124,11 +111,9 @@ func TestReopenAfterRetire(t *testing.T) {
 				if n := opens.Add(1); n == 2 || n == 3 {
 					return workloads.Process{}, tc.openErr
 				}
-				lc := cluster.NewClient(lockNode.Addr(), cluster.ClientOptions{})
-				sc := cluster.NewClient(storeNode.Addr(), cluster.ClientOptions{})
-				l, err := locks.New("set-nx-px", locks.Config{Clients: []redis.UniversalClient{lc}, TTL: time.Second})
-				return workloads.Process{Lock: unknownOnce{l, &failed}, Store: workloads.NewStore(sc),
-					Close: func() { lc.Close(); sc.Close() }}, err
+				p, err := openProcess(lockNode, storeNode, "set-nx-px", locks.Config{}, nil)
+				p.Lock = unknownOnce{p.Lock, &failed}
+				return p, err
 			}}}
 			clients, err := workloads.Open(rec, o)
 			if err != nil {
@@ -160,4 +145,30 @@ func TestReopenAfterRetire(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockAndStore starts two Redis nodes for the test: the lock's and the
+// protected store's.
+func lockAndStore(t *testing.T) (lock, store *cluster.Node) {
+	t.Helper()
+	cl, err := cluster.Start(context.Background(), cluster.Options{}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	return cl.Nodes()[0], cl.Nodes()[1]
+}
+
+// openProcess opens one process of the named lock on lock, with cfg and a
+// TTL of a second, its register on store, and hook, if set, given both
+// clients before the lock is built.
+func openProcess(lock, store *cluster.Node, name string, cfg locks.Config, hook func(lc, sc *redis.Client)) (workloads.Process, error) {
+	lc := cluster.NewClient(lock.Addr(), cluster.ClientOptions{})
+	sc := cluster.NewClient(store.Addr(), cluster.ClientOptions{})
+	if hook != nil {
+		hook(lc, sc)
+	}
+	cfg.Clients, cfg.TTL = []redis.UniversalClient{lc}, time.Second
+	l, err := locks.New(name, cfg)
+	return workloads.Process{Lock: l, Store: workloads.NewStore(sc), Close: func() { lc.Close(); sc.Close() }}, err
 }
