@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -207,6 +208,9 @@ func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock)
 	peer := p.env.Clients[client]
 	h := worker.Hello{Lock: p.info.Name, TTLNS: int64(p.lock.TTL), WaitNS: int64(p.lock.Wait), WaiterTimeoutNS: int64(p.lock.WaiterTimeout),
 		StoreTimeoutNS: int64(p.storeOpts.Timeout), Owner: fmt.Sprintf("%s:%d", peer, process)}
+	if p.info.NodeTimeout {
+		h.NodeTimeoutNS = int64(cmp.Or(p.lock.NodeTimeout, locks.DefaultNodeTimeout(p.lock.TTL)))
+	}
 	for _, name := range append(slices.Clone(p.env.Nodes), p.store.Name) {
 		if name == p.env.Nodes[0] && (p.env.Primary != nil || p.env.Sentinels != nil) {
 			f, err := p.follower(peer)

@@ -119,6 +119,10 @@ type Hello struct {
 	WaitNS int64 `json:"wait_ns,omitempty"`
 	// WaiterTimeoutNS is a queued lock's waiter timeout.
 	WaiterTimeoutNS int64 `json:"waiter_timeout_ns,omitempty"`
+	// NodeTimeoutNS, for a lock that bounds each node's reply
+	// (locks.Info.NodeTimeout, RedLock's), is that bound; zero for the
+	// others.
+	NodeTimeoutNS int64 `json:"node_timeout_ns,omitempty"`
 	// Owner names the client process (an owner id for locks that store one).
 	Owner string `json:"owner"`
 }

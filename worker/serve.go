@@ -131,7 +131,8 @@ func (s *server) hello(h *Hello, lookup func(string) (locks.Info, error)) error 
 	if err != nil {
 		return err
 	}
-	cfg := locks.Config{TTL: time.Duration(h.TTLNS), Wait: time.Duration(h.WaitNS), WaiterTimeout: time.Duration(h.WaiterTimeoutNS), Clock: s, Owner: h.Owner,
+	cfg := locks.Config{TTL: time.Duration(h.TTLNS), Wait: time.Duration(h.WaitNS), WaiterTimeout: time.Duration(h.WaiterTimeoutNS),
+		NodeTimeout: time.Duration(h.NodeTimeoutNS), Clock: s, Owner: h.Owner,
 		// A crash at the point is a SIGKILL: the "go" never comes.
 		Point: func(_ context.Context, point string) error {
 			s.event(Reply{Event: EventPoint, Seq: s.seq.Add(1), Point: point})

@@ -87,6 +87,10 @@ func startWorker(t *testing.T, hello worker.Hello, o worker.Options) *worker.Pro
 		t.Fatal(err)
 	}
 	o.Command = func(string) *exec.Cmd { return info.Program() }
+	if info.NodeTimeout && hello.NodeTimeoutNS == 0 {
+		// As the engine sends it (engine/processes.go).
+		hello.NodeTimeoutNS = int64(locks.DefaultNodeTimeout(time.Duration(hello.TTLNS)))
+	}
 	o.Hello = hello
 	if o.Stderr == nil {
 		o.Stderr = os.Stderr

@@ -80,11 +80,9 @@ final class PhpLockWorker extends LtWorker
         }
         $ttl = (int) $h['ttl_ns'];
         $this->timeout = (int) max(1, (int) ceil($ttl / 1e9));
-        $nodeTimeout = 0.5;
-        if (count($h['nodes']) > 1) {
-            // locks.DefaultNodeTimeout: TTL/10 between 5 ms and 50 ms.
-            $nodeTimeout = min(max($ttl / 10, 5e6), 50e6) / 1e9;
-        }
+        // The harness's RedLock bound where it sends one (five nodes), 500
+        // ms on one node.
+        $nodeTimeout = (($h['node_timeout_ns'] ?? 0) ?: 500000000) / 1e9;
         $this->nodes = [];
         foreach ($h['nodes'] as $addr) {
             $this->nodes[] = lt_connect_redis($addr, $nodeTimeout);

@@ -48,6 +48,8 @@ final class SymfonyWorker extends LtWorker
     private $ttl;
     /** @var float seconds */
     private $wait;
+    /** @var float seconds: each node's timeout in a CombinedStore */
+    private $nodeTimeout;
     /** @var array token => the Lock: Symfony's handle on the lease */
     private $leases = [];
 
@@ -55,6 +57,7 @@ final class SymfonyWorker extends LtWorker
     {
         $this->ttl = $h['ttl_ns'] / 1e9;
         $this->wait = (($h['wait_ns'] ?? 0) ?: $h['ttl_ns']) / 1e9;
+        $this->nodeTimeout = (($h['node_timeout_ns'] ?? 0) ?: 500000000) / 1e9;
         $this->factory = new \Symfony\Component\Lock\LockFactory($this->store($h['lock'], $h['nodes']));
         $this->connectStore($h);
         return [];
@@ -73,15 +76,14 @@ final class SymfonyWorker extends LtWorker
                 // components/lock.rst, CombinedStore: one RedisStore per
                 // server, ConsensusStrategy (a simple majority). Each node's
                 // connect and read timeout is the harness's RedLock bound
-                // (locks.DefaultNodeTimeout: TTL/10 between 5 ms and 50 ms),
-                // as RedLock asks of a client, php-lock-redlock's too:
-                // CombinedStore asks its stores one after another, so two
-                // unreachable nodes at 500 ms each would spend a 1 s lease
-                // before the refresh, and no acquire would ever hold.
-                $nodeTimeout = min(max($this->ttl / 10, 0.005), 0.05);
+                // (the hello's node_timeout_ns), as RedLock asks of a
+                // client, php-lock-redlock's too: CombinedStore asks its
+                // stores one after another, so two unreachable nodes at
+                // 500 ms each would spend a 1 s lease before the refresh,
+                // and no acquire would ever hold.
                 $stores = [];
                 foreach ($nodes as $n) {
-                    $stores[] = new \Symfony\Component\Lock\Store\RedisStore(lt_connect_redis($n, $nodeTimeout));
+                    $stores[] = new \Symfony\Component\Lock\Store\RedisStore(lt_connect_redis($n, $this->nodeTimeout));
                 }
                 return new \Symfony\Component\Lock\Store\CombinedStore($stores, new \Symfony\Component\Lock\Strategy\ConsensusStrategy());
             case 'symfony-postgres':
