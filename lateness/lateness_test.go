@@ -12,13 +12,13 @@ import (
 
 func TestMeterSeesASlowReply(t *testing.T) {
 	const slow = 30 * time.Millisecond
-	p := Start(Options{Ping: func(ctx context.Context) error {
+	p := Start(Options{Pings: []Ping{{Do: func(ctx context.Context) error {
 		select {
 		case <-time.After(slow):
 		case <-ctx.Done():
 		}
 		return nil
-	}})
+	}}}})
 	time.Sleep(300 * time.Millisecond)
 	samples := p.Stop()
 	worst := Worst(samples)
@@ -127,5 +127,25 @@ func TestStopTwiceReturnsTheSameSamples(t *testing.T) {
 	second := p.Stop()
 	if len(first) == 0 || len(first) != len(second) {
 		t.Fatalf("first Stop gave %d samples, the second %d", len(first), len(second))
+	}
+}
+
+// A slow node beside a fast one: the fast node's pings open window after
+// window, and the slow one's late replies are kept all the same.
+func TestMeterSeesASlowNodeBesideAFastOne(t *testing.T) {
+	const slow = 60 * time.Millisecond
+	wait := func(d time.Duration) func(context.Context) error {
+		return func(ctx context.Context) error {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+			}
+			return nil
+		}
+	}
+	p := Start(Options{Pings: []Ping{{Do: wait(0), Every: 5 * time.Millisecond}, {Do: wait(slow), Every: 100 * time.Millisecond}}})
+	time.Sleep(400 * time.Millisecond)
+	if worst := Worst(p.Stop()); worst[Reply] < slow {
+		t.Errorf("worst reply %s, want the slow node's %s", worst[Reply], slow)
 	}
 }

@@ -112,3 +112,25 @@ func TestBadScenarioFilesNameTheField(t *testing.T) {
 		t.Fatalf("the story itself: %v", err)
 	}
 }
+
+// The lateness meter asks a lock node only where no step touches one:
+// a pause of the holder alone does not, a crash of the server does, and
+// so does a kill hidden in a trap's then.
+func TestPlanTouchesNodes(t *testing.T) {
+	for name, want := range map[string]bool{"paused-holder": false, "baseline": false, "server-crash": true, "redlock-crash-restart": true, "server-clock-jump": true} {
+		s, err := Lookup(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Plan.TouchesNodes(); got != want {
+			t.Errorf("%s: TouchesNodes %v, want %v", name, got, want)
+		}
+	}
+	trapped := Plan{{Action: Action{Do: "arm", Trap: &Trap{Point: "before-write", Client: "any", Then: []Action{{Do: "kill", Node: "n1"}}}}}}
+	if !trapped.TouchesNodes() {
+		t.Error("a kill in a trap's then: TouchesNodes false")
+	}
+	if (Plan{{Action: Action{Do: "evict", Node: "store"}}}).TouchesNodes() {
+		t.Error("an action on the store touches no lock node")
+	}
+}

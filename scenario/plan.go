@@ -395,3 +395,36 @@ func (c *compiler) client(path, ref string, trap bool) (func(caught int) (int, e
 	}
 	return func(int) (int, error) { return i, nil }, nil
 }
+
+// TouchesNodes says whether any step, or any action a trap or
+// when-acquiring takes, acts on a lock node's process or clock (an action
+// of the node, failover or clock family not aimed at the store). Where
+// none does, how long a lock node takes to answer measures the machine,
+// not a fault, and the lateness meter may ask it.
+func (p Plan) TouchesNodes() bool {
+	touching := map[string]bool{}
+	for _, family := range [][]ActionKind{nodeActions, failoverActions, clockActions} {
+		for _, k := range family {
+			for _, name := range append([]string{k.Name}, k.Aliases...) {
+				touching[name] = true
+			}
+		}
+	}
+	var touches func(as []Action) bool
+	touches = func(as []Action) bool {
+		for _, a := range as {
+			if touching[a.Do] && a.Node != "store" || touches(a.Then) {
+				return true
+			}
+			if a.Trap != nil && (touches(a.Trap.Then) || touches(a.Trap.Wake)) {
+				return true
+			}
+		}
+		return false
+	}
+	steps := make([]Action, len(p))
+	for i, st := range p {
+		steps[i] = st.Action
+	}
+	return touches(steps)
+}
