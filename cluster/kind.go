@@ -44,6 +44,15 @@ type Kind struct {
 	// that took the port between the pick and the bind is never taken
 	// for the node.
 	Ready func(ctx context.Context, addr string) (pid int, err error)
+	// Session, when set, opens a session of the harness's own with the
+	// server on addr and returns a round trip on it and its close: how the
+	// lateness meter asks a lock node how long it takes to answer. Unset,
+	// the meter asks Ready, which costs such a server no more than a reply
+	// (memcached's stats, a ZooKeeper four-letter word, etcd's /health);
+	// a kind whose Ready opens a new session each time (PostgreSQL forks a
+	// backend per connection) sets it, or a busy machine's fork times
+	// would read as the server's replies.
+	Session func(ctx context.Context, addr string) (ask func(context.Context) error, end func(), err error)
 	// StartTimeout bounds how long a local start waits for Ready (default
 	// 5 s).
 	StartTimeout time.Duration

@@ -53,6 +53,7 @@ var PostgresKind = &Kind{
 			"-c", "fsync=off", "-c", "logging_collector=off"}, spec.Args...), nil
 	},
 	Ready:   postgresReady,
+	Session: postgresSession,
 	Cleanup: removePostgresSegment,
 	// The postmaster forks a backend per connection: a pause or a kill
 	// must reach them all.
@@ -127,18 +128,37 @@ func removePostgresSegment(dir string) {
 	}
 }
 
+// postgresSession is one connection to addr and a SELECT 1 on it.
+func postgresSession(ctx context.Context, addr string) (func(context.Context) error, func(), error) {
+	c, err := pgx.Connect(ctx, postgresDSN(addr))
+	if err != nil {
+		return nil, nil, err
+	}
+	ask := func(ctx context.Context) error {
+		var one int
+		return c.QueryRow(ctx, "SELECT 1").Scan(&one)
+	}
+	return ask, func() { c.Close(context.Background()) }, nil
+}
+
+// postgresDSN is the harness's own connection to addr: user postgres,
+// trusted on loopback, a second to connect.
+func postgresDSN(addr string) string {
+	host, port, _ := net.SplitHostPort(addr)
+	return fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=1", host, port)
+}
+
 // postgresReady runs a query on addr: a server still recovering or
 // starting says so and refuses it. PostgreSQL tells a client its
 // backend's pid, not the postmaster's, so it returns 0 and the backend
 // checks the listening socket is our postmaster's.
 func postgresReady(ctx context.Context, addr string) (int, error) {
-	host, port, err := net.SplitHostPort(addr)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	c, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%s user=postgres dbname=postgres sslmode=disable connect_timeout=1", host, port))
+	c, err := pgx.Connect(ctx, postgresDSN(addr))
 	if err != nil {
 		return 0, err
 	}

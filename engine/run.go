@@ -327,7 +327,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Ready = r.rec.Now()
 	observer := r.watchNodes()
 	r.onExit(observer.Stop)
-	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings()})
+	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings(ctx)})
 	// The schedule's opening is in place before any client moves; a failed
 	// opening stops the clients before their first cycle.
 	nemErr := make(chan error, 1)
@@ -362,27 +362,41 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 }
 
 // pings are the lateness meter's round trips: the store's, straight to
-// its port, and, in a story whose plan touches no lock node, each lock
-// node's of a kind other than Redis, asked as a start asks it
-// (Kind.Ready) every 100 ms. A PostgreSQL, ZooKeeper or etcd that stalls
-// on this machine then starves the run as a slow store does; the store
-// alone would not show it, and the story would read as too little
-// traffic. A Redis lock node answers as the store does.
-func (r *runner) pings() []lateness.Ping {
+// its port (Reply), and, in a story whose plan touches no lock node, each
+// lock node's of a kind other than Redis (Server), straight to its port
+// every 100 ms,
+// on a session of the harness's own where the kind has one
+// (Kind.Session), else by asking Ready. A PostgreSQL, ZooKeeper or etcd
+// that stalls on this machine then starves the run as a slow store does;
+// the store alone would not show it, and the story would read as too
+// little traffic. A Redis lock node answers as the store does.
+func (r *runner) pings(ctx context.Context) []lateness.Ping {
 	out := []lateness.Ping{{Do: func(ctx context.Context) error { return r.lag.Ping(ctx).Err() }}}
 	if r.plan == nil || r.plan.TouchesNodes() {
 		return out
 	}
 	for _, n := range r.cl.Nodes() {
-		kind := n.Kind()
-		if n == r.store || kind.RESP || kind.Ready == nil {
-			continue
+		kind, addr := n.Kind(), n.Addr()
+		switch {
+		case n == r.store || kind.RESP || kind.Ready == nil:
+		case kind.Session != nil:
+			// Opened before the meter starts: a connection's set-up is no
+			// reply of the server's.
+			octx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			ask, end, err := kind.Session(octx, addr)
+			cancel()
+			if err != nil {
+				r.logf("lateness: no session with %s (%v): its replies go unmeasured", n.Name, err)
+				continue
+			}
+			r.onExit(end)
+			out = append(out, lateness.Ping{Every: 100 * time.Millisecond, Do: ask, Kind: lateness.Server})
+		default:
+			out = append(out, lateness.Ping{Every: 100 * time.Millisecond, Kind: lateness.Server, Do: func(ctx context.Context) error {
+				_, err := kind.Ready(ctx, addr)
+				return err
+			}})
 		}
-		addr := n.Addr()
-		out = append(out, lateness.Ping{Every: 100 * time.Millisecond, Do: func(ctx context.Context) error {
-			_, err := kind.Ready(ctx, addr)
-			return err
-		}})
 	}
 	return out
 }

@@ -21,6 +21,13 @@ const Fraction = 0.2
 // of a TTL inside it, so an overrun of more may carry it past the lease.
 const PauseFraction = 0.1
 
+// ServerFraction is the share of the TTL a lock's own server (not Redis)
+// may take to answer: the bound the service locks here put on one request
+// of theirs (half the TTL), past which a client's op ends unknown and a
+// story read through it becomes another. A slower answer under that only
+// slows the traffic, which the stories' traffic rules measure.
+const ServerFraction = 0.5
+
 // FaultFraction is the share of the TTL a fault's own work may take: a
 // restart costs tens of milliseconds on an idle machine (a new process, its
 // start-up, our readiness poll), and a story that must fit a restart and a
@@ -31,17 +38,20 @@ const FaultFraction = 0.5
 type Limits struct {
 	Timer time.Duration `json:"timer"`
 	Reply time.Duration `json:"reply"`
+	// Server is zero in a run stored before it was measured: no Server
+	// sample is there to judge.
+	Server time.Duration `json:"server,omitempty"`
 	Pause time.Duration `json:"pause"`
 	Fault time.Duration `json:"fault"`
 }
 
 // LimitsFor is the limits of a run at ttl: Fraction of it for timers and
-// replies, PauseFraction for a pause's overrun, FaultFraction for a
+// replies, ServerFraction for a lock's own server, PauseFraction for a pause's overrun, FaultFraction for a
 // restart. A lock that bounds its own replies more tightly lowers Reply to
 // that bound.
 func LimitsFor(ttl time.Duration) Limits {
 	share := func(f float64) time.Duration { return time.Duration(f * float64(ttl)) }
-	return Limits{Timer: share(Fraction), Reply: share(Fraction), Pause: share(PauseFraction), Fault: share(FaultFraction)}
+	return Limits{Timer: share(Fraction), Reply: share(Fraction), Server: share(ServerFraction), Pause: share(PauseFraction), Fault: share(FaultFraction)}
 }
 
 // Of is the limit of kind k.
@@ -51,6 +61,8 @@ func (l Limits) Of(k Kind) time.Duration {
 		return l.Timer
 	case Reply:
 		return l.Reply
+	case Server:
+		return l.Server
 	case Pause:
 		return l.Pause
 	}
@@ -140,14 +152,18 @@ func Over(samples []Sample, lim Limits) string {
 	var parts []string
 	for _, k := range kinds {
 		s := worst[k]
-		what := map[Kind]string{Timer: "the harness's timers ran", Reply: "a node's reply came"}[k]
+		what := map[Kind]string{Timer: "the harness's timers ran", Reply: "a node's reply came", Server: "the lock's server answered"}[k]
 		if k.FromHistory() {
 			what = "the " + s.What + " ran"
 		}
 		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))
 	}
-	return fmt.Sprintf("%s (limits: timers %s, replies %s, a pause's overrun %s, a restart %s)",
-		strings.Join(parts, "; "), lim.Timer, lim.Reply, lim.Pause, lim.Fault)
+	server := ""
+	if _, ok := worst[Server]; ok {
+		server = fmt.Sprintf(", the lock's server %s", lim.Server)
+	}
+	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart %s)",
+		strings.Join(parts, "; "), lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
 }
 
 // Worst is the largest lateness of each kind, for a summary line.

@@ -24,6 +24,15 @@ const (
 	// Reply is a round trip to a node no fault touches, straight to its
 	// port: how long a server on this machine takes to answer anyone.
 	Reply Kind = "reply"
+	// Server is a round trip to a lock node that is not Redis (PostgreSQL,
+	// memcached, ZooKeeper, etcd), straight to its port, in a story that
+	// touches no lock node: how long the lock's own server takes to answer
+	// anyone. It has a limit of its own (ServerFraction), because such a
+	// server answers more slowly than Redis beside busy work and its
+	// clients bound their requests to match; and past it, it starves only
+	// a run that came out vacuous or deadlocked (package verdict), what a
+	// stalled server makes by itself.
+	Server Kind = "server"
 	// Pause is how long after its planned end a pause or stall of a
 	// client was lifted: the one fault whose end a story places inside a
 	// lease, so an overrun moves the story's order of events directly.
@@ -59,7 +68,7 @@ type Options struct {
 	// with the history.
 	Now func() int64
 	// Pings are the nodes no fault touches, each pinged on its own
-	// (none: no Reply samples).
+	// (none: no Reply or Server samples).
 	Pings []Ping
 	// Tick is how long each timer sample sleeps (default 2 ms): short
 	// enough to see a stall of a few ms, cheap at 500 wake-ups a second.
@@ -74,6 +83,8 @@ type Options struct {
 type Ping struct {
 	Do    func(context.Context) error
 	Every time.Duration
+	// Kind is what its samples are: Reply (the default) or Server.
+	Kind Kind
 }
 
 func (o Options) withDefaults() Options {
@@ -123,7 +134,7 @@ func (m *Meter) Stop() []Sample {
 	m.wg.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, k := range []Kind{Timer, Reply} {
+	for _, k := range []Kind{Timer, Reply, Server} {
 		if s := m.open[k]; s != nil {
 			m.samples = append(m.samples, *s)
 		}
@@ -177,6 +188,9 @@ func (m *Meter) replies(ctx context.Context, p Ping) {
 	if p.Every <= 0 {
 		p.Every = 20 * time.Millisecond
 	}
+	if p.Kind == "" {
+		p.Kind = Reply
+	}
 	t := time.NewTicker(p.Every)
 	defer t.Stop()
 	for {
@@ -189,7 +203,7 @@ func (m *Meter) replies(ctx context.Context, p Ping) {
 		// A ping cut short by Stop is kept as at least as late as it
 		// was by then: a node stalled as the run ends stalled the run.
 		p.Do(ctx)
-		m.note(Reply, from, m.o.Now()-from)
+		m.note(p.Kind, from, m.o.Now()-from)
 		if ctx.Err() != nil {
 			return
 		}

@@ -149,3 +149,20 @@ func TestMeterSeesASlowNodeBesideAFastOne(t *testing.T) {
 		t.Errorf("worst reply %s, want the slow node's %s", worst[Reply], slow)
 	}
 }
+
+// A lock's own server is judged by its own limit, half the TTL: slower
+// than the store may be, but not slow enough to end its clients' ops.
+func TestServerSamplesHaveTheirOwnLimit(t *testing.T) {
+	lim := LimitsFor(500 * time.Millisecond)
+	ok := []Sample{{At: 0, Kind: Server, Late: int64(200 * time.Millisecond)}}
+	if got := Over(ok, lim); got != "" {
+		t.Errorf("a server 200ms late at a 500ms TTL: %q, want within the limit", got)
+	}
+	late := []Sample{{At: 0, Kind: Server, Late: int64(600 * time.Millisecond)}}
+	if got := Over(late, lim); !strings.Contains(got, "the lock's server answered 600ms late") || !strings.Contains(got, "the lock's server 250ms") {
+		t.Errorf("a server 600ms late: %q", got)
+	}
+	if got := Over([]Sample{{Kind: Reply, Late: int64(200 * time.Millisecond)}}, lim); got == "" {
+		t.Error("a store 200ms late at a 500ms TTL passed: the server's limit leaked into the replies'")
+	}
+}

@@ -107,6 +107,7 @@ func addLatenessLines(p *plot.Plot, windows map[lateness.Kind]plotter.XYs, xmax 
 	}{
 		{lateness.Timer, "harness timers"},
 		{lateness.Reply, "a node's replies"},
+		{lateness.Server, "the lock's server"},
 	}
 	for i, k := range lines {
 		xys := windows[k.kind]
@@ -117,7 +118,7 @@ func addLatenessLines(p *plot.Plot, windows map[lateness.Kind]plotter.XYs, xmax 
 		if err != nil {
 			return 0, err
 		}
-		l.LineStyle = draw.LineStyle{Color: palette[[]int{0, 2}[i]], Width: vg.Points(1)}
+		l.LineStyle = draw.LineStyle{Color: palette[[]int{0, 2, 4}[i]], Width: vg.Points(1)}
 		p.Add(l)
 		p.Legend.Add(k.label, l)
 		series++
@@ -290,14 +291,21 @@ func latenessLine(r *engine.Result) string {
 		}
 		parts = append(parts, k.name+" "+fmtLate(d))
 	}
+	// A lock's own server is measured only where it is not Redis and no
+	// fault touches it: elsewhere it has no word in the line.
+	server := ""
+	if d, ok := worst[lateness.Server]; ok {
+		parts = append(parts[:2], append([]string{"server " + fmtLate(d)}, parts[2:]...)...)
+		server = fmt.Sprintf(", server %s", r.Limits.Server)
+	}
 	line := strings.Join(parts, ", ")
 	switch lim := r.Limits; {
 	case lim == lateness.Limits{}:
 		// Not judged: no limits to show.
 	case lim.Reply != lim.Timer:
-		line += fmt.Sprintf(" (limits: timers %s, replies %s, pauses %s, restarts %s)", lim.Timer, lim.Reply, lim.Pause, lim.Fault)
+		line += fmt.Sprintf(" (limits: timers %s, replies %s%s, pauses %s, restarts %s)", lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
 	default:
-		line += fmt.Sprintf(" (limits: %s, pauses %s, restarts %s)", lim.Timer, lim.Pause, lim.Fault)
+		line += fmt.Sprintf(" (limits: %s%s, pauses %s, restarts %s)", lim.Timer, server, lim.Pause, lim.Fault)
 	}
 	return line
 }

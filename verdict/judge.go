@@ -124,7 +124,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	j.Limits = c.Limits
 	j.Late = lateness.Over(j.Lateness, j.Limits)
 	passed := j.Outcome == Safe && len(nemesis) == 0 && Matches(c.Expected, j.Outcome, j.Observations)
-	if j.Starved = starved(lateness.Unfitted(nemesis), j.Late, passed); j.Starved != "" {
+	if j.Starved = starved(lateness.Unfitted(nemesis), harnessLate(j), passed); j.Starved != "" {
 		j.Outcome = Starved
 	}
 	j.Matched = Matches(c.Expected, j.Outcome, j.Observations)
@@ -132,6 +132,21 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 		j.judgeClaims(*c.Claims, nemesis)
 	}
 	return j, nemesis, err
+}
+
+// harnessLate is what of the run's lateness can starve its verdict: the
+// harness's own (timers, the store's replies, faults' overruns) always;
+// the lock's own server (lateness.Server) only where the run showed too
+// little traffic (vacuous) or a key nobody could take (deadlock), which a
+// stalled server makes by itself. A slow server moves no fault's window,
+// and a lock must keep its promise however slowly its server answers, so
+// a violation or a pass seen beside one is evidence.
+func harnessLate(j Judgement) string {
+	isServer := func(s lateness.Sample) bool { return s.Kind == lateness.Server }
+	if j.Outcome == Vacuous || j.Outcome == Deadlock {
+		return j.Late
+	}
+	return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), isServer), j.Limits)
 }
 
 // starved says why a run's verdict is not evidence, or "" when it is. A

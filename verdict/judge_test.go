@@ -108,6 +108,15 @@ func holds(holders []int, overlap int64) []history.Op {
 	return ops
 }
 
+// ordered sorts ops by time and numbers them, as a recorded history is.
+func ordered(ops []history.Op) []history.Op {
+	slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+	for i := range ops {
+		ops[i].Index = int64(i)
+	}
+	return ops
+}
+
 func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 	ttl := time.Second
 	late := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Timer, Late: int64(300 * time.Millisecond)}}
@@ -116,6 +125,14 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 	pause := history.Op{Process: history.NemesisProcess, Type: history.OK, F: string(fault.Pause), Time: int64(120 * time.Millisecond),
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
 	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
+	slowServer := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
+	// One acquire that never returns: the key stays stuck past the
+	// allowance (deadlock).
+	stuck := append(holds([]int{0}, 0),
+		history.Op{Process: 1, Type: history.Invoke, F: history.Acquire, Key: "lock", Time: int64(100 * time.Millisecond)},
+		history.Op{Process: 1, Type: history.Fail, F: history.Acquire, Key: "lock", Time: int64(3 * time.Second)},
+		history.Op{Process: 1, Type: history.Invoke, F: history.Acquire, Key: "lock", Time: int64(3100 * time.Millisecond)},
+		history.Op{Process: 1, Type: history.Fail, F: history.Acquire, Key: "lock", Time: int64(6 * time.Second)})
 	checkers := []checker.Checker{checker.Intervals{}, checker.Linearizable{Semantics: checker.Mutex, Timeout: time.Minute},
 		checker.Promise{}, checker.Resource{}, checker.Liveness{Allowance: 2*ttl + 250*time.Millisecond}}
 	cases := []struct {
@@ -136,6 +153,12 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		{"a pass with a fault, late", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), late, Starved},
 		{"a pass with a fault, on time", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), nil, Safe},
 		{"a pass missing what it was to show, late", SafeShowing, holds([]int{0, 1, 0, 1}, 0), late, Starved},
+		// A slow lock server moves no window: it starves only what it
+		// makes by itself, a run with too little traffic or a stuck key.
+		{"a violation with a fault, a slow server", LockUnsafe, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), pause), slowServer, LockUnsafe},
+		{"a pass with a fault, a slow server", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowServer, Safe},
+		{"a stall with a fault, on time", Safe, ordered(append(slices.Clone(stuck), pause)), nil, Deadlock},
+		{"a stall with a fault, a slow server", Safe, ordered(append(stuck, pause)), slowServer, Starved},
 	}
 	for _, c := range cases {
 		e := Expectation{Outcome: c.expect}
