@@ -71,8 +71,9 @@ type Matrix struct {
 	// too late to judge them: a matrix short of matches for that wants a
 	// quieter machine, not a fix.
 	Starved int `json:"starved,omitempty"`
-	// Late counts the fault-free runs that ran late and kept their
-	// passing verdict.
+	// Late counts the runs that ran late and kept their verdict: a
+	// fault-free pass, or a run whose lock's server alone was slow
+	// (lateness.Server starves only a vacuous or deadlocked run).
 	Late    int     `json:"late,omitempty"`
 	Entries []Entry `json:"entries"`
 }

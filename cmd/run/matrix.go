@@ -269,7 +269,7 @@ func (m *matrixRun) end(wall time.Duration, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%d run(s) starved again: the machine ran too late for their verdicts to be evidence (see their lines and blocks above)\n", mx.Starved)
 	}
 	if mx.Late > 0 {
-		fmt.Fprintf(stdout, "%d fault-free run(s) ran late and kept their passing verdict (see the table above)\n", mx.Late)
+		fmt.Fprintf(stdout, "%d run(s) ran late and kept their verdict, a fault-free pass or beside a slow lock server (see the table above)\n", mx.Late)
 	}
 	if len(m.rerun) > 0 {
 		fmt.Fprintf(stdout, "%d starved run(s) ran again, and the counts are of the second runs: %s\n", len(m.rerun), strings.Join(m.rerun, "; "))
