@@ -133,6 +133,7 @@ var kinds = map[string]*Kind{
 	EtcdKind.Name:        EtcdKind,
 	ClusterNodeKind.Name: ClusterNodeKind,
 	PostgresKind.Name:    PostgresKind,
+	MariaDBKind.Name:     MariaDBKind,
 }
 
 // LookupKind finds a kind by name; "" is Redis, the kind of a lock that

@@ -7,7 +7,7 @@
 # Debian's redis source and cached. This script adds what only this
 # repository's own tests need: python3 with python3-redis for the redis-py
 # lock's worker, the lock services the harness sets beside Redis
-# (zookeeper with its JVM, etcd-server, postgresql-15, memcached) and,
+# (zookeeper with its JVM, etcd-server, postgresql-15, mariadb-server-core, memcached) and,
 # where a Docker engine answers, mmdebstrap and the docker backend's
 # node image (docker/, built from these same packages
 # with no registry). Safe to run again: it installs and builds nothing
@@ -45,10 +45,10 @@ else
 fi
 # The libraries the workers put under test, as Debian packages them
 # (locks/library): Python's and PHP's, with the drivers their backends need.
-libraries=python3-tooz,python3-pymemcache,python3-psycopg2,python3-portalocker,python3-etcd3,\
-php-cli,php-redis,php-nrk-predis,php-pgsql,php-memcached,\
+libraries=python3-tooz,python3-pymemcache,python3-psycopg2,python3-pymysql,python3-portalocker,python3-etcd3,\
+php-cli,php-redis,php-nrk-predis,php-pgsql,php-mysql,php-memcached,\
 php-symfony-lock,php-illuminate-cache,php-illuminate-redis,php-malkusch-lock
-"$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mmdebstrap,"$libraries"
+"$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mariadb-server-core,mariadb-client-core,mmdebstrap,"$libraries"
 
 # The libc-allocator redis-server compiles while the image's Debian base is
 # made (mmdebstrap mostly waits on the mirror and the disk). It and the
