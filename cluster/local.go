@@ -236,6 +236,16 @@ func FaketimeEnv(lib string) []string {
 	}
 }
 
+// removeFaketimeSegments removes what libfaketime keeps in /dev/shm for
+// the process pid, its shared memory and its semaphore, named by the pid:
+// libfaketime removes them as its process exits, but a server killed by
+// SIGKILL leaves them to the machine.
+func removeFaketimeSegments(pid int) {
+	for _, name := range []string{"faketime_shm_%d", "sem.faketime_sem_%d"} {
+		_ = os.Remove(filepath.Join("/dev/shm", fmt.Sprintf(name, pid)))
+	}
+}
+
 // process is one server run by the local backend.
 type process struct {
 	spec ServerSpec
@@ -306,7 +316,14 @@ func (s *process) launch() error {
 		return fmt.Errorf("cluster: start node %s: %w", s.spec.Name, err)
 	}
 	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
+	faked, pid := s.clockFile != "", cmd.Process.Pid
+	go func() {
+		_ = cmd.Wait()
+		if faked {
+			removeFaketimeSegments(pid)
+		}
+		close(exited)
+	}()
 	s.cmd, s.exited, s.paused = cmd, exited, false
 	return nil
 }

@@ -50,6 +50,10 @@ var PostgresKind = &Kind{
 		}
 		return append([]string{"-D", data, "-p", strconv.Itoa(at.Port), "-k", at.Dir,
 			"-c", "listen_addresses=" + at.Bind, "-c", "shared_buffers=16MB", "-c", "max_connections=64",
+			// Dynamic shared memory in files of the data dir (pg_dynshmem),
+			// not in /dev/shm, where a postmaster killed for good leaves
+			// its segments behind the run that removes its dir.
+			"-c", "dynamic_shared_memory_type=mmap",
 			"-c", "fsync=off", "-c", "logging_collector=off"}, spec.Args...), nil
 	},
 	Ready:   postgresReady,
