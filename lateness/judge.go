@@ -41,8 +41,8 @@ type Limits struct {
 	// Server is zero in a run stored before it was measured: no Server
 	// sample is there to judge.
 	Server time.Duration `json:"server,omitempty"`
-	Pause time.Duration `json:"pause"`
-	Fault time.Duration `json:"fault"`
+	Pause  time.Duration `json:"pause"`
+	Fault  time.Duration `json:"fault"`
 }
 
 // LimitsFor is the limits of a run at ttl: Fraction of it for timers and

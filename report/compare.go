@@ -79,6 +79,7 @@ const (
 	GroupZooKeeper = "ZooKeeper"
 	GroupEtcd      = "etcd"
 	GroupPostgres  = "PostgreSQL"
+	GroupMySQL     = "MySQL (MariaDB)"
 	GroupMemcached = "memcached"
 	GroupOther     = "other"
 	GroupControls  = "controls"
@@ -87,7 +88,7 @@ const (
 // GroupOrder is the row order of the groups: Redis first because every
 // story was told for it, the controls last because they prove the
 // checkers, not a lock.
-var GroupOrder = []string{GroupRedis, GroupGo, GroupPython, GroupPHP, GroupLibraries, GroupZooKeeper, GroupEtcd, GroupPostgres, GroupMemcached, GroupOther, GroupControls}
+var GroupOrder = []string{GroupRedis, GroupGo, GroupPython, GroupPHP, GroupLibraries, GroupZooKeeper, GroupEtcd, GroupPostgres, GroupMySQL, GroupMemcached, GroupOther, GroupControls}
 
 // serverGroups names the group of each server kind (cluster's kind names)
 // other than Redis, whose locks split into algorithms and libraries.
@@ -95,6 +96,7 @@ var serverGroups = map[string]string{
 	"zookeeper": GroupZooKeeper,
 	"etcd":      GroupEtcd,
 	"postgres":  GroupPostgres,
+	"mariadb":   GroupMySQL,
 	"memcached": GroupMemcached,
 }
 

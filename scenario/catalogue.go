@@ -76,11 +76,12 @@ const (
 	etcd      = "etcd"
 	postgres  = "postgres"
 	memcached = "memcached"
+	mariadb   = "mariadb"
 	redis     = "redis"
 )
 
 // serviceKinds are the kinds a Redis-only story gives its reason for.
-var serviceKinds = []string{zookeeper, etcd, postgres, memcached}
+var serviceKinds = []string{zookeeper, etcd, postgres, memcached, mariadb}
 
 // notFor is a NotFor table: why, for each kind named.
 func notFor(why string, kinds ...string) map[string]string {

@@ -28,6 +28,7 @@ var (
 	renewed    = ends(locks.Renewed)
 	session    = ends(locks.Session)
 	connection = ends(locks.Connection)
+	never      = ends(locks.Never)
 	ownerBlind = is("released by a delete that checks no owner", func(i locks.Info) bool { return i.Traits.Release == locks.OwnerBlind })
 	fenced     = is("fenced", func(i locks.Info) bool { return i.Fenced })
 	unfenced   = not(fenced)

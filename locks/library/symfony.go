@@ -163,6 +163,51 @@ func symfonyLocks(register func(locks.Info)) {
 		MinTTL:  time.Second,
 		Program: program,
 	})
+	// PdoStore (Store/PdoStore.php) on MySQL, MariaDB here: the same
+	// statements as on PostgreSQL with getCurrentTimestampStatement's
+	// MySQL branch, UNIX_TIMESTAMP(), the server's wall clock in whole
+	// seconds, truncated. save() INSERTs the row with $initialTtl (300 s);
+	// a duplicate key (23000, 1062) is no missing table (isTableMissing:
+	// 1146 only), so save() goes on to putOffExpiration, whose UPDATE takes
+	// over the row where the token is the caller's or the expiry has
+	// passed, one statement under InnoDB's row lock. MySQL counts the rows
+	// an UPDATE changed, not those it matched, so a refresh within the
+	// same second as the last changes none: putOffExpiration then asks
+	// exists() (its comment: "If this method is called twice in the same
+	// second, the row wouldn't be updated"), and throws
+	// LockConflictedException only when the row is not the caller's
+	// unexpired one. delete() DELETEs where the token is the caller's. The
+	// table is createTable()'s MySQL one (key_expiration INTEGER UNSIGNED,
+	// COLLATE utf8mb4_bin, ENGINE InnoDB). A TTL under a second is refused
+	// (putOffExpiration's InvalidTtlException), as on PostgreSQL.
+	register(locks.Info{
+		Name: "symfony-pdo-mysql",
+		// ServerEndsEarly: the row's expiry is UNIX_TIMESTAMP() + ttl, the
+		// second the statement ran in, truncated, and the row is expired
+		// once UNIX_TIMESTAMP() reaches it (putOffExpiration's
+		// "expiration <= UNIX_TIMESTAMP()"), so the server keeps a lease
+		// between ttl-1 s and ttl (a TTL of 1 s taken at .9 of a second
+		// lives 0.1 s there) while Key counts the whole ttl. A fractional
+		// TTL is written "+ 1.5" and rounded by MySQL into the integer
+		// column.
+		Traits: locks.Traits{Ends: locks.Expires, Release: locks.OwnerChecked, Clock: locks.ServerWall,
+			ExpirySeparate: true, Validity: true, ServerEndsEarly: true, QuietRelease: true},
+		Library: symfonyLibrary,
+		Summary: "Symfony Lock 5.4's PdoStore on MySQL (Debian's php-symfony-lock, php-mysql) on MariaDB 10.11: a lock_keys " +
+			"row whose expiry is whole seconds of UNIX_TIMESTAMP(); each client a PHP worker",
+		Server: "mariadb",
+		// A lease's, as symfony-pdo-pg: the docs' Expiring Stores section
+		// (above); a dead holder's row lives to its expiry, a connection's
+		// end deleting nothing. Not NodeCrash nor NodeClock as there (a
+		// server's wall clock set forward expires every row sooner). PDO
+		// bounds no query (mysqlnd.net_read_timeout, 86400 s by default):
+		// on a stopped server or a cut link a call returns when the server
+		// answers again, or fails on a connection the server closed
+		// (PDOException: unknown), and PdoStore never reconnects.
+		Claims:  locks.LeaseClaims,
+		MinTTL:  time.Second,
+		Program: program,
+	})
 	// MemcachedStore (Store/MemcachedStore.php): add(key, token, 300),
 	// then putOffExpiration's get-with-CAS and cas(token, ceil(ttl)); the
 	// release reads the item with its CAS id, and if it is the caller's,

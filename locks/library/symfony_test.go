@@ -35,6 +35,9 @@ type symfonyCase struct {
 	stopped func(t *testing.T, s *symfonyPair)
 	// trapped says the worker reports Redis command boundaries.
 	trapped bool
+	// killedKeeps says a holder's killed worker leaves its lock held until
+	// its expiry: the lock is a row, which no connection's end deletes.
+	killedKeeps bool
 }
 
 // symfonyPair is two workers of one lock on the same nodes.
@@ -73,6 +76,13 @@ func TestSymfonyWorkers(t *testing.T) {
 		// TTL of N lives more than N-1 s.
 		{lock: "symfony-pdo-pg", needs: "extension_loaded('pdo_pgsql')", install: "php-pgsql",
 			binary: "/usr/lib/postgresql/15/bin/postgres", ttl: 2 * time.Second, expires: true, stopped: symfonyPostgresStopped},
+		// Three seconds: the row's expiry is UNIX_TIMESTAMP() + ttl, whole
+		// seconds truncated (see TestSymfonyPdoStoreMySQLEndsLeasesEarly), so a TTL of
+		// N lives more than N-1 s on the server, which a killed holder's
+		// row must outlive while b is refused. PDO bounds no query: the
+		// same answers as PostgreSQL's to a stopped or killed server.
+		{lock: "symfony-pdo-mysql", needs: "extension_loaded('pdo_mysql')", install: "php-mysql",
+			binary: "/usr/sbin/mariadbd", ttl: 3 * time.Second, expires: true, killedKeeps: true, stopped: symfonyPostgresStopped},
 		// Three seconds: memcached may drop an item up to two seconds
 		// before its exptime (services.memcachedEarly).
 		{lock: "symfony-memcached", needs: "extension_loaded('memcached')", install: "php-memcached", binary: "memcached",
@@ -84,6 +94,9 @@ func TestSymfonyWorkers(t *testing.T) {
 			symfonyExclusive(t, tc, s)
 			if tc.expires {
 				symfonyLapse(t, tc, s)
+			}
+			if tc.killedKeeps {
+				symfonyKilledHolder(t, s)
 			}
 			if tc.trapped {
 				symfonyTrap(t, s)
@@ -187,6 +200,32 @@ func symfonyLapse(t *testing.T, tc symfonyCase, s *symfonyPair) {
 	is(t, "a's release of its lapsed lease (Symfony: released)", s.a.Release(ctx, la), nil)
 	_, err = s.a.Acquire(ctx, "lapse")
 	is(t, "a's acquire after its lapsed release: b still holds", err, locks.ErrNotAcquired)
+	is(t, "b's release", s.b.Release(ctx, lb), nil)
+}
+
+// symfonyKilledHolder: d takes the lock and is killed (SIGKILL,
+// Proc.Close). Its row stays (the docs: "Expiring stores ... guarantee that
+// the lock is acquired only for the defined duration of time"; nothing
+// deletes it early), so b is refused right after, and takes the lock once
+// Symfony's deadline for d has passed, by which the server's whole-second
+// expiry has passed too.
+func symfonyKilledHolder(t *testing.T, s *symfonyPair) {
+	t.Helper()
+	ctx := context.Background()
+	d := s.open(t, "d", nil)
+	ld, err := d.Acquire(ctx, "killed")
+	is(t, "the doomed holder's acquire", err, nil)
+	d.Close()
+	_, err = s.b.Acquire(ctx, "killed")
+	// Symfony counts d's TTL from just before the statement that set it;
+	// the server keeps the row more than TTL-1 s from then.
+	if since := time.Since(ld.ValidUntil.Add(-s.ttl)); since > s.ttl-time.Second {
+		t.Fatalf("b's acquire ended %s after d's TTL was set, past the %s the server surely keeps d's row", since, s.ttl-time.Second)
+	}
+	is(t, "b's acquire right after the holder was killed", err, locks.ErrNotAcquired)
+	time.Sleep(time.Until(ld.ValidUntil) + 100*time.Millisecond)
+	lb, err := s.b.Acquire(ctx, "killed")
+	is(t, "b's acquire past the killed holder's deadline", err, nil)
 	is(t, "b's release", s.b.Release(ctx, lb), nil)
 }
 
@@ -348,6 +387,62 @@ func TestSymfonyPdoStoreEndsLeasesEarly(t *testing.T) {
 		}
 		var lb locks.Lease
 		for time.Now().Before(sec.Add(900 * time.Millisecond)) {
+			if lb, err = s.b.Acquire(ctx, key); err == nil {
+				break
+			}
+		}
+		took := time.Now()
+		is(t, "b's acquire while a's lease is within Symfony's deadline", err, nil)
+		if !took.Before(la.ValidUntil) {
+			t.Fatalf("b took the lock at %v, after a's deadline %v", took, la.ValidUntil)
+		}
+		t.Logf("a's lease, taken at %s of a second, was Symfony's until %s; b took the lock %s before that",
+			la.ValidUntil.Add(-time.Second).Sub(sec), la.ValidUntil.Sub(sec), la.ValidUntil.Sub(took).Round(time.Millisecond))
+		is(t, "b's release", s.b.Release(ctx, lb), nil)
+		return
+	}
+}
+
+// PdoStore's expiry on MySQL is UNIX_TIMESTAMP() + ttl: whole seconds,
+// truncated, both when it is written (putOffExpiration) and when it is
+// compared (expiration <= UNIX_TIMESTAMP()), while Symfony's Key counts the
+// TTL from microtime(true): a lease of 1 s whose TTL was set at .6 of a
+// second ends on the server at the next whole second, 0.6 s before the
+// deadline Symfony gives its holder (Lock::getRemainingLifetime), and
+// another client takes the lock then. The server runs on this machine, on
+// its clock.
+func TestSymfonyPdoStoreMySQLEndsLeasesEarly(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/php"); err != nil {
+		t.Skip("php not installed (apt-get install php-cli php-symfony-lock)")
+	}
+	s := symfonyStart(t, symfonyCase{lock: "symfony-pdo-mysql", needs: "extension_loaded('pdo_mysql') && (include_once 'Symfony/Component/Lock/autoload.php')",
+		install: "php-mysql php-symfony-lock", binary: "/usr/sbin/mariadbd", ttl: time.Second})
+	ctx := context.Background()
+	// Warm both workers (a connection each, the table made).
+	for _, p := range []*worker.Proc{s.a, s.b} {
+		l, err := p.Acquire(ctx, "warm")
+		is(t, "warm-up acquire", err, nil)
+		is(t, "warm-up release", p.Release(ctx, l), nil)
+	}
+	for try := 1; ; try++ {
+		now := time.Now()
+		sec := now.Truncate(time.Second)
+		if frac := now.Sub(sec); frac < 500*time.Millisecond || frac > 650*time.Millisecond {
+			time.Sleep(sec.Add(1550*time.Millisecond).Sub(now) % time.Second)
+			continue
+		}
+		key := fmt.Sprintf("early-%d", try)
+		la, err := s.a.Acquire(ctx, key)
+		is(t, "a's acquire", err, nil)
+		if set := la.ValidUntil.Add(-time.Second).Sub(sec); set > 850*time.Millisecond {
+			// Its refresh() came too late in the second: try another.
+			if try == 3 {
+				t.Fatalf("three acquires in a row set their TTL after .85 of a second (the last: %v)", set)
+			}
+			continue
+		}
+		var lb locks.Lease
+		for time.Now().Before(sec.Add(1400 * time.Millisecond)) {
 			if lb, err = s.b.Acquire(ctx, key); err == nil {
 				break
 			}

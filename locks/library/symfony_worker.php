@@ -3,9 +3,10 @@
 // php-symfony-lock) on the stores the Lock component ships: RedisStore on
 // php-redis and on Predis, a CombinedStore of RedisStores with the
 // ConsensusStrategy (Symfony's RedLock), PostgreSqlStore (advisory locks),
-// PdoStore on PostgreSQL (a lock table with an expiry column) and
-// MemcachedStore. It speaks the worker protocol through protocol.php, which
-// the harness runs ahead of this file (library.phpWorker).
+// PdoStore on PostgreSQL and on MySQL (MariaDB; a lock table with an
+// expiry column) and MemcachedStore. It speaks the worker protocol through
+// protocol.php, which the harness runs ahead of this file
+// (library.phpWorker).
 //
 // The lock is used as Symfony's docs show it (components/lock.rst):
 // new LockFactory($store), $factory->createLock($resource, $ttl) (its
@@ -107,6 +108,34 @@ final class SymfonyWorker extends LtWorker
                     }
                 }
                 return $store;
+            case 'symfony-pdo-mysql':
+                // The docs' PdoStore on a DSN, connected lazily
+                // (PdoStore::getConnection: new \PDO($dsn, db_username,
+                // db_password, db_connection_options)); MySQL's DSN takes no
+                // timeout, so db_connection_options, PdoStore's own option
+                // for "driver-specific connection options", carries
+                // PDO::ATTR_TIMEOUT, pdo_mysql's connect timeout (30 s by
+                // default), 2 s as symfony-pdo-pg's libpq connect_timeout.
+                // It bounds only the connect: PDO has no bound on a query
+                // but mysqlnd.net_read_timeout (php.ini, 86400 s by
+                // default), which is PHP's, not Symfony's.
+                $store = new \Symfony\Component\Lock\Store\PdoStore(self::mysqlDsn($nodes[0]),
+                    ['db_username' => 'root', 'db_connection_options' => [\PDO::ATTR_TIMEOUT => 2]]);
+                // createTable()'s MySQL branch: key_id VARCHAR(64) primary
+                // key, key_token VARCHAR(44), key_expiration INTEGER
+                // UNSIGNED, COLLATE utf8mb4_bin, InnoDB. Made here as for
+                // symfony-pdo-pg: save() makes it on a missing table (1146)
+                // only outside a transaction.
+                try {
+                    $store->createTable();
+                } catch (\PDOException $e) {
+                    // Another client made it first (42S01, 1050: table
+                    // already exists): it exists.
+                    if ('42S01' !== ($e->errorInfo[0] ?? '')) {
+                        throw $e;
+                    }
+                }
+                return $store;
             case 'symfony-memcached':
                 [$host, $port] = lt_host_port($nodes[0]);
                 $m = new \Memcached();
@@ -132,6 +161,14 @@ final class SymfonyWorker extends LtWorker
     {
         [$host, $port] = lt_host_port($addr);
         return sprintf('pgsql:host=%s;port=%d;dbname=postgres;connect_timeout=2', $host, $port);
+    }
+
+    /** The docs' MySQL DSN (components/lock.rst: 'mysql:host=127.0.0.1;dbname=app')
+     * on the node's address and the harness's database. */
+    private static function mysqlDsn(string $addr): string
+    {
+        [$host, $port] = lt_host_port($addr);
+        return sprintf('mysql:host=%s;port=%d;dbname=locktorture', $host, $port);
     }
 
     public function acquire(string $key): array

@@ -128,6 +128,49 @@ func toozLocks(register func(locks.Info)) {
 		Claims:  []fault.Kind{fault.Latency, fault.NodePause, fault.ClientPause, fault.ClientCrash, fault.ClientClock},
 		Program: program,
 	})
+	register(locks.Info{
+		Name: "tooz-mysql",
+		// MySQLLock (tooz/drivers/mysql.py, on PyMySQL): a connection of its
+		// own per lock (MySQLLock.__init__: get_connection(..., defer_connect=
+		// True), connected by the first try), "SELECT GET_LOCK(%s, 0)" on it
+		// until it returns 1 or the wait runs out (tooz's retry, a TryAgain
+		// per refusal), "SELECT RELEASE_LOCK(%s)" and a close to release.
+		// RELEASE_LOCK lets go only of a lock its own session holds, and the
+		// server drops a session's locks when its connection ends;
+		// drivers.rst, MySQL: "When a lock is acquired it will release either
+		// when explicitly released or automatically when the database session
+		// ends (for example if the program using the lock crashes)". tooz
+		// ignores RELEASE_LOCK's answer (MySQLLock.release: cur.fetchone(),
+		// then True), but on a live connection the session still holds what
+		// it took, and on a dead one the call raises: the answer is never a
+		// quiet no.
+		Traits:  locks.Traits{Ends: locks.Connection, Release: locks.OwnerChecked},
+		Library: toozLibrary,
+		Summary: "tooz's mysql driver (Debian's python3-tooz 3.1, python3-pymysql 1.0) on MariaDB 10.11: GET_LOCK(name, 0) " +
+			"polled on a connection of the lock's own, held until released or the session ends; each client a Python worker",
+		Server: "mariadb",
+		// tooz-postgres's, for the same reasons: a lock of the session,
+		// nothing expires, so a paused or slow holder keeps it and a dead
+		// one's ends with its connection (ClientCrash); no clock is read.
+		// Not NodeCrash (a restarted server has no sessions and no locks
+		// while their holders still believe), not Partition (a holder cut
+		// off keeps believing, and the server keeps its idle session for
+		// wait_timeout, eight hours by default). drivers.rst's own caveats
+		// are not faults here: "Does not work correctly on some MySQL
+		// versions" (before 5.7.5 a second GET_LOCK on a connection let go
+		// of the first: MySQLLock tracks self.acquired for it, and each lock
+		// has its own connection) and "Does not work when MySQL replicates"
+		// (one server here). The driver sets no timeout on its connections:
+		// MySQLDriver.get_connection passes PyMySQL only host, port, user,
+		// password, database, ssl_* and unix_socket (the docstring's table),
+		// so PyMySQL's defaults hold: connect_timeout 10 s for the TCP
+		// connect alone, no read_timeout nor write_timeout (the handshake
+		// after the connect and every query wait without bound). On a
+		// paused server or a cut link a call waits past its blocking=; the
+		// worker calls its outcome unknown after its bound, as tooz-postgres's.
+		Claims:  []fault.Kind{fault.Latency, fault.NodePause, fault.ClientPause, fault.ClientCrash, fault.ClientClock},
+		Program: program,
+	})
 	// The kazoo driver (tooz/drivers/zookeeper.py) is kazoo's Lock recipe
 	// with kazoo's defaults: KazooDriver._make_client builds
 	// KazooClient(hosts, timeout, connection_retry=None, command_retry=None,

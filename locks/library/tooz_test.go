@@ -27,6 +27,9 @@ type toozCase struct {
 	// started is what the acquire of a worker started while the server is
 	// stopped says.
 	started error
+	// killedFrees says a holder's killed worker frees the lock: its
+	// connection closes with it, and the server ends its session's locks.
+	killedFrees bool
 }
 
 // tooz's locks in real workers on real servers, one server (or one-member
@@ -35,7 +38,7 @@ type toozCase struct {
 // holder stopped (SIGSTOP) past its lease loses the lock to the next
 // client and its release says what tooz says, and a stopped server gives
 // the unknown outcomes tooz's errors call for, or, where tooz never
-// returns (postgresql, zookeeper), the worker's bound does; a worker
+// returns (postgresql, mysql, zookeeper), the worker's bound does; a worker
 // started meanwhile still says hello, and takes the lock once the server
 // runs again. The ensembles
 // have one member: three JVMs cost tens of seconds here, and no case
@@ -68,6 +71,11 @@ func TestToozWorkers(t *testing.T) {
 		// worker's bound on a call tooz never returns from short.
 		{lock: "tooz-postgres", module: "tooz.drivers.pgsql", binary: "/usr/lib/postgresql/15/bin/postgres", ttl: 200 * time.Millisecond,
 			stopped: stoppedHangsUntilTheWorkersBound, started: locks.ErrNotAcquired},
+		// GET_LOCK, as pg_try_advisory_lock: no TTL, a lock of the session.
+		// PyMySQL waits for a stopped server's greeting and replies without
+		// bound, so the worker's bound answers.
+		{lock: "tooz-mysql", module: "tooz.drivers.mysql", binary: "/usr/sbin/mariadbd", ttl: 200 * time.Millisecond,
+			stopped: stoppedHangsUntilTheWorkersBound, started: locks.ErrNotAcquired, killedFrees: true},
 		// kazoo's release retries across the expired session and deletes
 		// nothing: tooz, as kazoo, reports the lost lock released.
 		{lock: "tooz-zookeeper", module: "tooz.drivers.zookeeper", binary: "java", ttl: time.Second,
@@ -95,6 +103,9 @@ func TestToozWorkers(t *testing.T) {
 			toozExclusive(t, tc, a, b)
 			if tc.lapses {
 				toozLapse(t, tc, a, b)
+			}
+			if tc.killedFrees {
+				toozKilledHolder(t, toozWorker(t, info, node, store, "d", tc.ttl), b)
 			}
 			if tc.stopped != nil {
 				la, err := a.Acquire(ctx, "stopped")
@@ -179,6 +190,36 @@ func toozLapse(t *testing.T, tc toozCase, a, b *worker.Proc) {
 	is(t, "b's release", b.Release(ctx, lb), nil)
 }
 
+// toozKilledHolder: d takes the lock and is killed (SIGKILL, Proc.Close):
+// its connection closes with the process, the server ends the session and
+// the locks it held (drivers.rst: "automatically when the database
+// session ends (for example if the program using the lock crashes)"), and
+// b, refused while d lived, takes the lock soon after.
+func toozKilledHolder(t *testing.T, d, b *worker.Proc) {
+	t.Helper()
+	ctx := context.Background()
+	key := "killed"
+	_, err := d.Acquire(ctx, key)
+	is(t, "the doomed holder's acquire", err, nil)
+	_, err = b.Acquire(ctx, key)
+	is(t, "b's acquire while d holds", err, locks.ErrNotAcquired)
+	d.Close()
+	killed := time.Now()
+	for {
+		lb, err := b.Acquire(ctx, key)
+		if err == nil {
+			t.Logf("b took the killed holder's lock %s after the kill", time.Since(killed).Round(time.Millisecond))
+			is(t, "b's release", b.Release(ctx, lb), nil)
+			return
+		}
+		is(t, "b's acquire while d's session ends", err, locks.ErrNotAcquired)
+		if time.Since(killed) > 5*time.Second {
+			t.Fatal("the killed holder's lock was not freed within 5 s: its session outlived its process")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // stoppedServerIsUnknown: with the server stopped, a command times out
 // (the worker's URLs carry a one-second timeout), which tooz raises as
 // ToozConnectionError or OperationTimedOut: unknown, for an acquire and a
@@ -197,8 +238,8 @@ func stoppedServerIsUnknown(t *testing.T, a, b *worker.Proc, la locks.Lease) {
 	wg.Wait()
 }
 
-// stoppedHangsUntilTheWorkersBound: tooz's postgresql driver sets no
-// timeout on its connections, and the zookeeper driver's kazoo Lock waits
+// stoppedHangsUntilTheWorkersBound: tooz's postgresql and mysql drivers
+// set no timeout on their connections, and the zookeeper driver's kazoo Lock waits
 // for its connection to come back before it looks at its own timeout (a
 // fresh Lock's ensure_path, then the create, are commands kazoo retries
 // without end), so neither's calls to a stopped server return, whatever

@@ -12,6 +12,7 @@ defaults except the timeouts a URL carries.
   tooz-redis      redis://     tooz/drivers/redis.py (redis-py's Lock)
   tooz-memcached  memcached:// tooz/drivers/memcached.py (pymemcache add)
   tooz-postgres   postgresql:// tooz/drivers/pgsql.py (advisory lock)
+  tooz-mysql      mysql://      tooz/drivers/mysql.py (GET_LOCK, PyMySQL)
   tooz-zookeeper  zookeeper:// tooz/drivers/zookeeper.py (kazoo's Lock)
   tooz-etcd       etcd3://     tooz/drivers/etcd3.py (python3-etcd3's Lock)
 
@@ -35,8 +36,8 @@ What tooz does not do, and so neither does this worker:
     fence is 0.
   - give a deadline. With the heart running a lock lives as long as its
     holder's process runs and reaches the server (Redis, memcached), or as
-    long as its session or connection (etcd, ZooKeeper, PostgreSQL): every
-    lease's valid_until_ns is 0.
+    long as its session or connection (etcd, ZooKeeper, PostgreSQL, MySQL):
+    every lease's valid_until_ns is 0.
 
 Tokens are this worker's own, one per acquisition, each naming the tooz
 Lock object it came from: a fresh get_lock() per acquire, so a stale
@@ -62,7 +63,7 @@ from tooz import coordination
 logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                     format="tooz-worker %(levelname)s %(name)s: %(message)s")
 
-LOCKS = ("tooz-redis", "tooz-memcached", "tooz-postgres", "tooz-zookeeper", "tooz-etcd")
+LOCKS = ("tooz-redis", "tooz-memcached", "tooz-postgres", "tooz-mysql", "tooz-zookeeper", "tooz-etcd")
 
 
 def whole_seconds(seconds):
@@ -104,7 +105,11 @@ class ToozWorker(Worker):
         # connection (PostgresDriver.get_connection: psycopg2.connect(host,
         # port, database, user, password), no connect_timeout, no
         # keepalives), so an acquire or release on a cut link waits for
-        # bytes that never come, past any blocking= timeout; kazoo retries
+        # bytes that never come, past any blocking= timeout; the mysql
+        # driver neither (MySQLDriver.get_connection passes PyMySQL no
+        # timeout and no URL option reaches one: PyMySQL 1.0's
+        # connect_timeout of 10 s bounds the TCP connect alone, and its
+        # read_timeout and write_timeout are None); kazoo retries
         # a release without end (KazooClient's default command retry). A
         # caller that hears nothing has an unknown outcome, which this
         # answers inside the harness's patience (30 s, the wait and ten
@@ -121,8 +126,9 @@ class ToozWorker(Worker):
         # The harness starts its story clock once every worker has said
         # hello, so the coordinator starts here. Every driver's start needs
         # its server (RedisDriver._start: INFO; MemcachedDriver._start: a
-        # heartbeat; PostgresDriver._start: a connection; KazooDriver._start:
-        # a session; Etcd3Driver._start: a membership lease), and a worker
+        # heartbeat; PostgresDriver._start and MySQLDriver._start: a
+        # connection; KazooDriver._start: a session; Etcd3Driver._start: a
+        # membership lease), and a worker
         # started while its server is down or cut off (a client retired
         # during a fault goes on as a new process) must still say hello: a
         # coordinator that did not start is started again by the next
@@ -140,7 +146,7 @@ class ToozWorker(Worker):
         try:
             # Bounded, and shorter than a lock call (a start that waits
             # delays a new process's first acquire, and holds nothing): the
-            # postgresql driver connects with no timeout.
+            # postgresql and mysql drivers connect with no timeout.
             self.coord = self.guarded(lambda: self.start(self.name, self.nodes, self.member),
                                       2.0 + self.wait + 2 * self.ttl)
         except Exception as e:  # ToozConnectionError, Hung, a driver's own
@@ -177,6 +183,13 @@ class ToozWorker(Worker):
             # PostgresDriver's docstring; the harness's servers trust user
             # postgres. The driver takes no other option (get_connection).
             url = "postgresql://postgres@%s?dbname=postgres" % nodes[0]
+        elif name == "tooz-mysql":
+            # mysql://USERNAME:PASSWORD@HOST[:PORT]/DBNAME[?OPTION1=VALUE1...],
+            # MySQLDriver's docstring; the harness's MariaDB runs with
+            # --skip-grant-tables, so user root needs no password. Its
+            # options are ssl_* and unix_socket only (the docstring's table,
+            # MySQLDriver.get_connection): none bounds a call.
+            url = "mysql://root@%s/locktorture" % nodes[0]
         elif name == "tooz-zookeeper":
             # zookeeper://host:port?hosts=...: KazooDriver's docstring (hosts
             # = "url netloc + 'hosts' option key"). Its timeout is the kazoo
@@ -252,7 +265,9 @@ class ToozWorker(Worker):
             return {"err": "not-acquired", "msg": "tooz's coordinator did not start (%s); no lock command was sent" % why}
         # Lock names are bytes: the memcached, postgresql and etcd3 drivers
         # concatenate, hash or decode them as bytes (MemcachedLock.__init__,
-        # PostgresLock.__init__, Etcd3Lock.__init__).
+        # PostgresLock.__init__, Etcd3Lock.__init__); the mysql driver hands
+        # the name to PyMySQL, which quotes bytes as a string literal
+        # (MySQLLock.acquire: GET_LOCK(%s, 0)).
         try:
             lock = self.coord.get_lock(key.encode("utf-8"))
             # acquire(blocking=<seconds>): locking.Lock.acquire's docstring,
@@ -260,10 +275,11 @@ class ToozWorker(Worker):
             # returns maximum after this number of seconds."
             got = self.guarded(lambda: lock.acquire(blocking=self.wait))
         except tenacity.RetryError as e:
-            # The memcached and postgresql drivers wait with tooz's own
-            # retry (tooz/_retry.py, retry(stop_max_delay=blocking)): every
-            # try found the lock taken (add refused; pg_try_advisory_lock
-            # false) and raised TryAgain, and when the deadline passes
+            # The memcached, postgresql and mysql drivers wait with tooz's
+            # own retry (tooz/_retry.py, retry(stop_max_delay=blocking)):
+            # every try found the lock taken (add refused;
+            # pg_try_advisory_lock false; GET_LOCK 0, or NULL on the
+            # server's error) and raised TryAgain, and when the deadline passes
             # tenacity raises RetryError to tooz's caller, where the docs
             # promise False. Taken all along: not acquired.
             return {"err": "not-acquired", "msg": "tooz's acquire ran out of time (tenacity.RetryError: %s)" % e}
@@ -275,9 +291,13 @@ class ToozWorker(Worker):
             # tooz lets kazoo's exception through where its docs promise False.
             return {"err": "not-acquired", "msg": "kazoo's LockTimeout through tooz: %s" % e}
         except Exception as e:
+            if connect_refused(e):
+                return {"err": "not-acquired", "msg": "acquire: %s: %s (the connect failed: GET_LOCK was never sent)" % (type(e).__name__, e)}
             # ToozConnectionError, OperationTimedOut, ToozError, Hung, and a
             # driver's own (the etcd driver's TypeError): the try may have
-            # taken the lock.
+            # taken the lock. The mysql driver's ToozError wraps PyMySQL's
+            # error: a reply lost after GET_LOCK was sent (2013, "Lost
+            # connection"; 2006, "gone away") may have taken it.
             return {"err": "unknown", "msg": "acquire: %s: %s" % (type(e).__name__, e)}
         if not got:
             # False: redis-py's blocking_timeout ran out with SET NX refused
@@ -302,7 +322,12 @@ class ToozWorker(Worker):
             # never acquired); redis-py's compare-and-delete found another
             # token or none (LockNotOwnedError, logged by RedisLock.release);
             # memcached found another member's id or none under the key
-            # (MemcachedLock.release); etcd's compare-and-delete failed.
+            # (MemcachedLock.release); etcd's compare-and-delete failed. The
+            # mysql driver says False only for a Lock that does not hold
+            # (MySQLLock.release: "if not self.acquired: return False"); it
+            # ignores what RELEASE_LOCK answers, and raises ToozError
+            # (unknown, above) when the connection fails, self.acquired
+            # still True.
             #
             # One False of tooz-redis is wrong, and reported as tooz says
             # it: RedisLock.release runs under _handle_failures, which runs
@@ -316,6 +341,20 @@ class ToozWorker(Worker):
             # own key, which then blocks everyone until its PX runs out.
             return {"err": "not-held", "msg": "tooz's release returned False"}
         return {}
+
+
+def connect_refused(e):
+    """Whether e is the mysql driver's ToozError for a connect that failed:
+    MySQLLock.acquire connects its deferred connection first ("if not
+    self._conn.open: self._conn.connect()") and wraps PyMySQL's error in
+    ToozError (e.cause). PyMySQL raises OperationalError 2003 ("Can't
+    connect to MySQL server") from Connection.connect alone, before any
+    query: nothing was sent, nothing taken. A connect that hangs (a stopped
+    server accepts, then never greets) is the worker's bound: unknown."""
+    cause = getattr(e, "cause", None)
+    if cause is None or not type(cause).__module__.startswith("pymysql"):
+        return False
+    return type(cause).__name__ == "OperationalError" and cause.args[:1] == (2003,)
 
 
 class RedisCoordinator:

@@ -25,6 +25,7 @@ var families = []func(register func(locks.Info)){
 	etcdLocks,      // etcd.go
 	pgLocks,        // pg.go
 	memcachedLocks, // memcached.go
+	mysqlLocks,     // mysql.go
 }
 
 // Register puts every service's locks in the lock registry, once however
