@@ -142,16 +142,15 @@ func toozExclusive(t *testing.T, tc toozCase, a, b *worker.Proc) {
 	if la.Fence != 0 || !la.ValidUntil.IsZero() || la.Lost != nil {
 		t.Fatalf("tooz gives no fence, deadline nor loss signal, the lease says otherwise: %+v", la)
 	}
+	began := time.Now()
 	_, err = b.Acquire(ctx, "k")
-	if tc.lock == "tooz-etcd" {
+	is(t, "acquire while a holds", err, locks.ErrNotAcquired)
+	if took := time.Since(began); tc.lock == "tooz-etcd" && took > tc.ttl/6 {
 		// Debian's python3-etcd3 0.12 and tenacity 8.2 do not fit: the
-		// retry after a refused transaction raises TypeError.
-		is(t, "acquire while a holds (etcd)", err, locks.ErrUnknown)
-		if !strings.Contains(err.Error(), "delay_since_first_attempt") {
-			t.Fatalf("the etcd driver's contended acquire failed otherwise than packaged: %v", err)
-		}
-	} else {
-		is(t, "acquire while a holds", err, locks.ErrNotAcquired)
+		// first retry after a refused transaction raises TypeError at
+		// once, which put nothing, so the worker answers not-acquired
+		// without waiting out its wait (TTL/3).
+		t.Fatalf("the etcd driver's contended acquire took %s: it waited, as packaged it does not", took)
 	}
 	is(t, "release", a.Release(ctx, la), nil)
 	is(t, "release again", a.Release(ctx, la), locks.ErrNotHeld)
@@ -179,9 +178,7 @@ func toozLapse(t *testing.T, tc toozCase, a, b *worker.Proc) {
 			if lb, err = b.Acquire(ctx, key); err == nil || time.Now().After(deadline) {
 				break
 			}
-			if tc.lock != "tooz-etcd" {
-				is(t, "b's acquire while a's lease runs", err, locks.ErrNotAcquired)
-			}
+			is(t, "b's acquire while a's lease runs", err, locks.ErrNotAcquired)
 			time.Sleep(100 * time.Millisecond)
 		}
 		is(t, "b's acquire once a's lease lapsed", err, nil)

@@ -283,6 +283,15 @@ class ToozWorker(Worker):
             # tenacity raises RetryError to tooz's caller, where the docs
             # promise False. Taken all along: not acquired.
             return {"err": "not-acquired", "msg": "tooz's acquire ran out of time (tenacity.RetryError: %s)" % e}
+        except TypeError as e:
+            if "delay_since_first_attempt" not in str(e):
+                return {"err": "unknown", "msg": "acquire: %s: %s" % (type(e).__name__, e)}
+            # The etcd3 driver's Etcd3Lock.acquire is python-etcd3's
+            # Lock.acquire and nothing else (tooz/drivers/etcd3.py), whose
+            # tenacity wait has the old signature (above): it raises this
+            # only once a try's transaction found the key taken and put
+            # nothing, so nothing was acquired, as etcd3_worker.py answers.
+            return {"err": "not-acquired", "msg": "etcd3 found the lock taken (python-etcd3's TypeError through tooz: %s)" % e}
         except LockTimeout as e:
             # The zookeeper driver hands blocking=<seconds> to kazoo's
             # Lock.acquire(blocking=True, timeout=...) (ZooKeeperLock.acquire),
@@ -293,9 +302,8 @@ class ToozWorker(Worker):
         except Exception as e:
             if connect_refused(e):
                 return {"err": "not-acquired", "msg": "acquire: %s: %s (the connect failed: GET_LOCK was never sent)" % (type(e).__name__, e)}
-            # ToozConnectionError, OperationTimedOut, ToozError, Hung, and a
-            # driver's own (the etcd driver's TypeError): the try may have
-            # taken the lock. The mysql driver's ToozError wraps PyMySQL's
+            # ToozConnectionError, OperationTimedOut, ToozError, Hung: the
+            # try may have taken the lock. The mysql driver's ToozError wraps PyMySQL's
             # error: a reply lost after GET_LOCK was sent (2013, "Lost
             # connection"; 2006, "gone away") may have taken it.
             return {"err": "unknown", "msg": "acquire: %s: %s" % (type(e).__name__, e)}
