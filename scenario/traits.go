@@ -28,7 +28,9 @@ var (
 	renewed    = ends(locks.Renewed)
 	session    = ends(locks.Session)
 	connection = ends(locks.Connection)
-	never      = ends(locks.Never)
+	// never is a lock on a server that only a release ends (the lock
+	// table's row); the controls, which end the same way, are local.
+	never      = and(ends(locks.Never), not(local))
 	ownerBlind = is("released by a delete that checks no owner", func(i locks.Info) bool { return i.Traits.Release == locks.OwnerBlind })
 	fenced     = is("fenced", func(i locks.Info) bool { return i.Fenced })
 	unfenced   = not(fenced)
