@@ -307,33 +307,7 @@ func TestMySQLForUpdateBlocksUntilTheCommit(t *testing.T) {
 // MariaDB frees a session's named lock when its connection dies: another
 // client has it at once, and the dead session's release cannot claim it.
 func TestMySQLGetLockIsReleasedWithItsSession(t *testing.T) {
-	b := start(t, "mysql-get-lock", mariadbServer)
-	c1, c2 := b.lock("c1", 0), b.lock("c2", 0)
-	exclusive(t, c1, c2)
-	ctx := context.Background()
-	lease, err := c1.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c1.(*mysqlGetLock).Close(); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		got, err := c2.Acquire(ctx, "k")
-		if err == nil {
-			if err := c2.Release(ctx, got); err != nil {
-				t.Fatalf("the new holder's release: %v", err)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the lock outlived its session: %v", err)
-		}
-	}
-	if err := c1.Release(ctx, lease); !errors.Is(err, locks.ErrUnknown) {
-		t.Fatalf("a release on a dead session: %v, want ErrUnknown", err)
-	}
+	releasedWithItsSession(t, start(t, "mysql-get-lock", mariadbServer))
 }
 
 // The fencing token grows from holder to holder, past a holder whose

@@ -2,6 +2,7 @@ package services
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"testing"
 	"time"
@@ -121,5 +122,38 @@ func exclusive(t *testing.T, a, b locks.Lock) {
 	}
 	if err := b.Release(ctx, lease); err != nil {
 		t.Fatalf("second release: %v", err)
+	}
+}
+
+// releasedWithItsSession: a session lock of b's is freed when the
+// holder's connection closes: another client has it at once, and the dead
+// session's release is unknown (the server may not have noticed yet).
+func releasedWithItsSession(t *testing.T, b *bench) {
+	t.Helper()
+	c1, c2 := b.lock("c1", 0), b.lock("c2", 0)
+	exclusive(t, c1, c2)
+	ctx := context.Background()
+	lease, err := c1.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.(interface{ Close() error }).Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		got, err := c2.Acquire(ctx, "k")
+		if err == nil {
+			if err := c2.Release(ctx, got); err != nil {
+				t.Fatalf("the new holder's release: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the lock outlived its session: %v", err)
+		}
+	}
+	if err := c1.Release(ctx, lease); !errors.Is(err, locks.ErrUnknown) {
+		t.Fatalf("a release on a dead session: %v, want ErrUnknown", err)
 	}
 }
