@@ -117,6 +117,12 @@ type Details struct {
 	DoubleHolders   int           `json:"double_holders,omitempty"`
 	Overlap         time.Duration `json:"overlap_ns,omitempty"`
 	ForeignReleases int           `json:"foreign_releases,omitempty"`
+	// DoubleHeld is the time during which two processes or more held one
+	// key, any key (the overlaps' union: time, not pairs), and Episodes
+	// the spans of it, key by key (two clients on one key, then three, is
+	// one episode).
+	DoubleHeld time.Duration `json:"double_held_ns,omitempty"`
+	Episodes   int           `json:"episodes,omitempty"`
 
 	// Linearizable: the lock operations searched, the model, the
 	// segments they were cut into, and why the search gave no answer

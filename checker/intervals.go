@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -52,6 +53,41 @@ func Overlaps(holds []Hold) []Overlap {
 	return out
 }
 
+// DoubleHeld is the time during which some key had two holders or more
+// (the union of the overlaps, over every key), and the episodes: the
+// spans of it, key by key.
+func DoubleHeld(overlaps []Overlap) (time.Duration, int) {
+	type span struct{ start, end int64 }
+	var all []span
+	episodes := 0
+	byKey := map[string][]span{}
+	for _, o := range overlaps {
+		byKey[o.Key] = append(byKey[o.Key], span{o.Start, o.End})
+		all = append(all, span{o.Start, o.End})
+	}
+	// merge sorts spans and joins those that touch or overlap.
+	merge := func(ss []span) []span {
+		slices.SortFunc(ss, func(a, b span) int { return cmp.Compare(a.start, b.start) })
+		var out []span
+		for _, s := range ss {
+			if n := len(out); n > 0 && s.start <= out[n-1].end {
+				out[n-1].end = max(out[n-1].end, s.end)
+				continue
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	for _, ss := range byKey {
+		episodes += len(merge(ss))
+	}
+	var total int64
+	for _, s := range merge(all) {
+		total += s.end - s.start
+	}
+	return time.Duration(total), episodes
+}
+
 // Intervals finds mutual-exclusion violations as plainly as possible: two
 // processes whose belief intervals on one key overlap in real time, whatever
 // Redis believed. It names both holders and the span they shared.
@@ -70,7 +106,9 @@ func (Intervals) Check(ops []history.Op) Verdict {
 	v := Verdict{Checker: IntervalsName, Valid: Valid, Details: Details{Holds: len(holds)}}
 	count := 0
 	var overlap int64
-	for _, o := range Overlaps(holds) {
+	overlaps := Overlaps(holds)
+	v.Details.DoubleHeld, v.Details.Episodes = DoubleHeld(overlaps)
+	for _, o := range overlaps {
 		count++
 		overlap += o.End - o.Start
 		v.add(Anomaly{

@@ -151,6 +151,10 @@ func (d Details) add(e Details) Details {
 	d.DoubleHolders += e.DoubleHolders
 	d.Overlap += e.Overlap
 	d.ForeignReleases += e.ForeignReleases
+	// No hold spans a cut, so no overlap does: each segment's time and
+	// episodes are its own.
+	d.DoubleHeld += e.DoubleHeld
+	d.Episodes += e.Episodes
 	d.Operations += e.Operations
 	d.Model = cmp.Or(d.Model, e.Model)
 	d.Segments += e.Segments

@@ -14,6 +14,7 @@ import (
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
 )
 
 // Options selects and tunes one run. Zero values take the scenario's
@@ -74,6 +75,15 @@ type Options struct {
 	// Params set the story's parameters (scenario.Param) by name; the
 	// others keep their defaults.
 	Params map[string]float64
+	// Workload shapes the clients' work as a user's system has it: the
+	// critical section's length and the think time as distributions, and
+	// how many keys the clients contend for. Each field set here takes
+	// the place of the story's (Scenario.Workload, or its HoldTTLs).
+	Workload workloads.Shape
+	// Interval, for the interval story, is the faults it applies, one
+	// every interval for the whole run (scenario.Interval); a story file
+	// may carry its own.
+	Interval *scenario.Interval
 	// Probe is a boundary run's fault (scenario boundary, package
 	// explore): where one client is caught and what is done to it.
 	Probe *scenario.Probe
@@ -171,6 +181,9 @@ func Resolve(o Options) (Resolved, error) {
 		return Resolved{}, err
 	}
 	info = toldOn(s, info, o.Params)
+	if s, o, err = withSystem(s, o, info); err != nil {
+		return Resolved{}, err
+	}
 	o = o.withDefaults(s, info)
 	if !slices.Contains(cluster.Backends(), o.Backend) {
 		return Resolved{}, usagef("-backend %s: want one of %s", o.Backend, strings.Join(cluster.Backends(), ", "))
@@ -190,8 +203,8 @@ func lookupScenario(o Options) (scenario.Scenario, error) {
 		if _, err := scenario.Lookup(o.Told.Name); err == nil && o.Told.Plan == nil {
 			return scenario.Scenario{}, usagef("story %q: a built-in scenario has that name", o.Told.Name)
 		}
-		if o.Told.Name == "" || o.Told.Schedule == nil && o.Told.Plan == nil {
-			return scenario.Scenario{}, usagef("a story of your own needs a Name, and a Plan or a Schedule")
+		if o.Told.Name == "" || o.Told.Schedule == nil && o.Told.Plan == nil && o.Told.Draw == nil {
+			return scenario.Scenario{}, usagef("a story of your own needs a Name, and a Plan, an Interval or a Schedule")
 		}
 		if o.Told.Sources() > 1 {
 			return scenario.Scenario{}, usagef("story %q gives its schedule %d ways: give one of a Plan, a Draw or a Schedule", o.Told.Name, o.Told.Sources())
@@ -334,6 +347,44 @@ func checkTold(o Options, s scenario.Scenario, _ locks.Info) error {
 	}
 	return nil
 }
+
+// withSystem resolves the user's system the run is told with: the
+// workload's shape (the options' over the story's) and, for a story of
+// faults on an interval, its faults (the options', else the story's),
+// whose clock faults run the lock nodes under libfaketime.
+func withSystem(s scenario.Scenario, o Options, info locks.Info) (scenario.Scenario, Options, error) {
+	o.Workload = s.Workload.Over(o.Workload)
+	if err := o.Workload.Check(); err != nil {
+		return s, o, usagef("-%v", err)
+	}
+	onInterval := s.Name == IntervalStory || s.Interval != nil
+	switch {
+	case o.Interval != nil && !onInterval:
+		return s, o, usagef("-faults: scenario %s tells its own faults; faults on an interval are the %s story's (-scenario %s)", s.Name, IntervalStory, IntervalStory)
+	case !onInterval:
+		return s, o, nil
+	case o.Interval == nil && s.Interval == nil:
+		return s, o, usagef("scenario %s needs the faults to apply: -faults (%s), -fault-every and -fault-for", s.Name, strings.Join(scenario.IntervalKinds(), "; "))
+	case o.Interval == nil:
+		iv := *s.Interval
+		o.Interval = &iv
+	}
+	nodes := info.Nodes
+	if info.Traits.Local {
+		nodes = 0
+	}
+	if err := o.Interval.Check(nodes); err != nil {
+		return s, o, usagef("%v", err)
+	}
+	if o.Interval.Clock() {
+		s.Topology.Clock = true
+	}
+	return s, o, nil
+}
+
+// IntervalStory is the story of faults on an interval that a run names
+// with Options.Interval.
+const IntervalStory = "interval"
 
 // toldOn is the lock as the story at params runs it: a lock of as many
 // nodes as the story is told on by default runs on as many as its nodes

@@ -16,6 +16,7 @@ import (
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
 )
 
 // Result is everything a run found out. It is written to the run
@@ -41,6 +42,10 @@ type Result struct {
 	Schedule string `json:"schedule,omitempty"`
 	// Params are the story's parameters as the run was told with them.
 	Params map[string]float64 `json:"params,omitempty"`
+	// Workload is the shape of the clients' work where the run was told
+	// one (a user's system); Interval the faults of an interval run.
+	Workload workloads.Shape    `json:"workload,omitzero"`
+	Interval *scenario.Interval `json:"interval,omitempty"`
 	// Probe is a boundary run's fault.
 	Probe *scenario.Probe `json:"probe,omitempty"`
 	// Told is the story the run was told, when it was not a built-in one

@@ -136,7 +136,8 @@ func (r *runner) createRecorder() error {
 		return fmt.Errorf("results dir: %w", err)
 	}
 	r.res = &Result{Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: r.expected, Seed: o.Seed,
-		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params}
+		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params,
+		Workload: o.Workload, Interval: o.Interval}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return err
@@ -161,7 +162,9 @@ func (r *runner) startTopology(ctx context.Context) error {
 	}
 	r.cl = cl
 	r.onExit(func() { cl.Close() })
-	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: "lock", Probe: o.Probe, Params: o.Params}
+	keys := workloads.KeysOf(o.Workload.Keys)
+	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: keys[0].Lock, Probe: o.Probe, Params: o.Params,
+		Interval: o.Interval}
 	if err := r.startLockNodes(ctx); err != nil {
 		return err
 	}
@@ -265,8 +268,7 @@ func (r *runner) prepareClients() error {
 	r.onExit(r.procs.close)
 	env.Gate = nemesis.NewGate(r.rec)
 	env.Nemesis = nemesis.New(r.rec, r.cl)
-	r.wo = workloads.Options{Key: env.Key, Register: "register", Think: 2 * time.Millisecond, Gate: env.Gate,
-		Hold: env.TTLs(r.s.HoldTTLs)}
+	r.wo = r.workload()
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
 		env.Clients = append(env.Clients, peer)
@@ -275,6 +277,19 @@ func (r *runner) prepareClients() error {
 		r.wo.Clients = append(r.wo.Clients, workloads.Client{Open: r.procs.opener(i, clock), Clock: clock})
 	}
 	return nil
+}
+
+// workload is what the clients do: the user's shape where the options
+// set one, else the story's hold and the default think time.
+func (r *runner) workload() workloads.Options {
+	shape := r.o.Workload
+	if shape.Hold.IsZero() && r.s.HoldTTLs > 0 {
+		shape.Hold = workloads.FixedDist(r.env.TTLs(r.s.HoldTTLs))
+	}
+	if shape.Think.IsZero() {
+		shape.Think = workloads.DefaultThink
+	}
+	return workloads.Options{Keys: workloads.KeysOf(shape.Keys), Think: shape.Think, Hold: shape.Hold, Gate: r.env.Gate, Seed: uint64(r.o.Seed)}
 }
 
 // drawSchedule compiles (or draws) the story's nemesis schedule against
@@ -411,7 +426,11 @@ func (r *runner) watchNodes() *observe.Observer {
 	if r.env.Replica != "" {
 		watched = append(watched, r.cl.Node(r.env.Replica))
 	}
-	return observe.Start(observe.Options{Nodes: watched, Key: r.info.KeyOnNode(r.wo.Key), Rec: r.rec})
+	var keys []string
+	for _, k := range r.wo.Keys {
+		keys = append(keys, r.info.KeyOnNode(k.Lock))
+	}
+	return observe.Start(observe.Options{Nodes: watched, Keys: keys, Rec: r.rec})
 }
 
 // tally fills in the Result from the finished history and closes it; a

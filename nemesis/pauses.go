@@ -89,3 +89,24 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
+
+// workStep is the grain of Work: a pause that begins within a step is
+// counted from that step's end, so a critical section's length is off by
+// at most this much.
+const workStep = 5 * time.Millisecond
+
+// Work spends d of client's own working time, as the work in a critical
+// section does: a pause of the client stops the work as it would stop a
+// program's, so the work ends that much later (a GC pause inside a
+// critical section lengthens it), where a plain sleep would run on
+// through the pause and hide it.
+func (g *Gate) Work(ctx context.Context, client int, d time.Duration) {
+	for d > 0 && ctx.Err() == nil {
+		g.waitThaw(ctx, client)
+		step := min(d, workStep)
+		if !sleep(ctx, step) {
+			return
+		}
+		d -= step
+	}
+}

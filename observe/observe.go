@@ -24,8 +24,9 @@ type Options struct {
 	// Nodes are the Redis nodes to read (a node of another kind is
 	// skipped: only Redis's protocol is read here).
 	Nodes []*cluster.Node
-	// Key is the lock key.
-	Key string
+	// Keys are the lock keys, as the nodes hold them: each is read on its
+	// own, so one key's reads keep their pace whatever the others hold.
+	Keys []string
 	// Rec receives the observations, as history.Observe ops.
 	Rec *history.Recorder
 	// Interval is the time between two reads of a node (default 10 ms):
@@ -77,11 +78,13 @@ func Start(o Options) *Observer {
 		if !n.Kind().RESP {
 			continue
 		}
-		ob.wg.Add(1)
-		go func() {
-			defer ob.wg.Done()
-			watch(ctx, o, n)
-		}()
+		for _, key := range o.Keys {
+			ob.wg.Add(1)
+			go func() {
+				defer ob.wg.Done()
+				watch(ctx, o, n, key)
+			}()
+		}
 	}
 	return ob
 }
@@ -116,7 +119,7 @@ func (a state) changed(b state) bool {
 	return d > moved || d < -moved
 }
 
-func watch(ctx context.Context, o Options, n *cluster.Node) {
+func watch(ctx context.Context, o Options, n *cluster.Node, key string) {
 	c := cluster.NewClient(n.Addr(), cluster.ClientOptions{Timeout: o.Timeout, PoolSize: 1})
 	defer c.Close()
 	var last *state
@@ -130,7 +133,7 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 		case <-t.C:
 		}
 		sent := o.Rec.Now()
-		s := read(ctx, c, o, sent, n.Kind() == cluster.ClusterNodeKind)
+		s := read(ctx, c, o.Timeout, key, sent, n.Kind() == cluster.ClusterNodeKind)
 		if ctx.Err() != nil {
 			return
 		}
@@ -141,7 +144,7 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 		}
 		last = &s
 		v := &history.Value{Token: s.owner, Deadline: s.deadline, Target: n.Name, Prior: before}
-		op := history.Op{Process: history.ObserverProcess, Type: history.OK, F: history.Observe, Key: o.Key, Value: v}
+		op := history.Op{Process: history.ObserverProcess, Type: history.OK, F: history.Observe, Key: key, Value: v}
 		if s.unreachable {
 			op.Error = "no answer within " + o.Timeout.String()
 		}
@@ -159,8 +162,8 @@ func watch(ctx context.Context, o Options, n *cluster.Node) {
 // the key's slot answer for the keys already moved to it. A node that
 // still sends the read elsewhere (MOVED, or ASK for a key it no longer
 // has) holds no such key.
-func read(ctx context.Context, c *redis.Client, o Options, sent int64, clusterNode bool) state {
-	rctx, cancel := context.WithTimeout(ctx, o.Timeout)
+func read(ctx context.Context, c *redis.Client, timeout time.Duration, key string, sent int64, clusterNode bool) state {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var r []any
 	var err error
@@ -169,7 +172,7 @@ func read(ctx context.Context, c *redis.Client, o Options, sent int64, clusterNo
 		_, _ = c.Pipelined(rctx, func(p redis.Pipeliner) error {
 			p.ReadOnly(rctx)
 			p.Do(rctx, "ASKING")
-			cmd = readScript.Eval(rctx, p, []string{o.Key})
+			cmd = readScript.Eval(rctx, p, []string{key})
 			return nil
 		})
 		r, err = cmd.Slice()
@@ -177,7 +180,7 @@ func read(ctx context.Context, c *redis.Client, o Options, sent int64, clusterNo
 			return state{}
 		}
 	} else {
-		r, err = readScript.Run(rctx, c, []string{o.Key}).Slice()
+		r, err = readScript.Run(rctx, c, []string{key}).Slice()
 	}
 	if err != nil || len(r) != 2 {
 		if errors.Is(err, redis.Nil) {

@@ -25,7 +25,7 @@ func TestObservationsCarryTheirPreviousRead(t *testing.T) {
 	c := cluster.NewClient(n.Addr(), cluster.ClientOptions{})
 	defer c.Close()
 	rec := history.NewRecorder(nil, 0)
-	ob := observe.Start(observe.Options{Nodes: []*cluster.Node{n}, Key: "lock", Rec: rec, Interval: 5 * time.Millisecond})
+	ob := observe.Start(observe.Options{Nodes: []*cluster.Node{n}, Keys: []string{"lock"}, Rec: rec, Interval: 5 * time.Millisecond})
 	time.Sleep(60 * time.Millisecond)
 	setAt := rec.Now()
 	if err := c.Set(ctx, "lock", "A", 0).Err(); err != nil {

@@ -218,6 +218,10 @@ func Summary(w io.Writer, r *engine.Result) {
 	if v, ok := r.Verdict(checker.ResourceName); ok {
 		fmt.Fprintf(w, "  store: %d writes accepted, %d stale writes rejected, %d withheld (lease lost)\n", v.Details.WritesAccepted, v.Details.StaleWritesRejected, v.Details.WritesWithheld)
 	}
+	fmt.Fprintf(w, "  figures: %s\n", r.Figures)
+	if sys := systemLine(r); sys != "" {
+		fmt.Fprintf(w, "  system: %s\n", sys)
+	}
 	fmt.Fprintf(w, "  lateness: %s\n", latenessLine(r))
 	if !r.Matched {
 		// A CI log may be all that is left of a run that did not match:
@@ -231,4 +235,23 @@ func Summary(w io.Writer, r *engine.Result) {
 		how = " (judged as a stream)"
 	}
 	fmt.Fprintf(w, "  %d ops in %s%s → %s\n", r.OpCount(), r.Elapsed, how, r.Dir)
+}
+
+// systemLine says how the run modelled a user's system, where it did: the
+// workload's shape and the faults on an interval ("" for neither).
+func systemLine(r *engine.Result) string {
+	var parts []string
+	if d := r.Workload.Hold; !d.IsZero() {
+		parts = append(parts, "critical section "+d.String())
+	}
+	if d := r.Workload.Think; !d.IsZero() {
+		parts = append(parts, "think "+d.String())
+	}
+	if r.Workload.Keys > 1 {
+		parts = append(parts, fmt.Sprintf("%d keys", r.Workload.Keys))
+	}
+	if iv := r.Interval; iv != nil {
+		parts = append(parts, fmt.Sprintf("faults %s every %s lasting %s", strings.Join(iv.Faults, ","), iv.Every, iv.For))
+	}
+	return strings.Join(parts, "; ")
 }

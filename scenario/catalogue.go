@@ -25,6 +25,7 @@ var families = []func(add func(Scenario)){
 	fieldStories,     // stories_field.go: failures users report
 	zooKeeperStories, // stories_zookeeper.go: ZooKeeper lock recipes' reports, a killed holder
 	randomStory,      // random.go: exploration
+	intervalStory,    // interval.go: a user's faults on an interval
 	boundaryStories,  // boundary.go: exploration, one command boundary at a time
 }
 

@@ -119,6 +119,10 @@ func Parse(data []byte) (Scenario, error) {
 	if err := s.Check(); err != nil {
 		return Scenario{}, err
 	}
+	if s.Interval != nil && len(s.Plan) == 0 {
+		// A user's system: its faults are drawn from the seed, run by run.
+		s.Plan, s.Draw = nil, intervalPlan
+	}
 	return s.WithDefaults(), nil
 }
 
@@ -181,6 +185,10 @@ func (s Scenario) Check() error {
 		return bad("topology.cluster", "a Redis Cluster replicates on its own: drop topology.replicated and topology.sentinel")
 	case len(s.Expect) == 0:
 		return bad("expect", "empty: say what at least one lock must show")
+	case s.Workload.Check() != nil:
+		return bad("workload", "%v", s.Workload.Check())
+	case s.Interval != nil && s.Interval.Check(1) != nil:
+		return bad("interval", "%v", s.Interval.Check(1))
 	}
 	switch s.Topology.Persistence {
 	case "", "none", "aof-everysec", "aof-always":

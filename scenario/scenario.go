@@ -10,6 +10,7 @@ import (
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
 )
 
 // Topology is how a scenario's lock nodes are set up.
@@ -66,6 +67,9 @@ type Env struct {
 	// Params are the story's parameters (Scenario.Params), each its
 	// default or the value a run or a sweep gave it.
 	Params map[string]float64
+	// Interval is the faults an interval run applies (the run's, or the
+	// story's own), nil in any other.
+	Interval *Interval
 }
 
 // Param is a number a story's schedule is told with, which a run may set
@@ -171,6 +175,13 @@ type Scenario struct {
 	// HoldTTLs is how long, in TTLs, each client works in its critical
 	// section (0: no time at all).
 	HoldTTLs float64 `json:"hold_ttls,omitempty"`
+	// Workload, where it sets a field, shapes the clients' work in the
+	// story's place: a critical section and a think time as a user's
+	// system has them (its hold over HoldTTLs), and how many keys.
+	Workload workloads.Shape `json:"workload,omitzero"`
+	// Interval, when set, is the faults the story applies on an interval
+	// (a file of a user's system): its plan is drawn from the seed.
+	Interval *Interval `json:"interval,omitempty"`
 	// WaiterTimeoutTTLs is a queued lock's waiter timeout, in TTLs (0: 2).
 	WaiterTimeoutTTLs float64 `json:"waiter_timeout_ttls,omitempty"`
 	// WaitTTLs is how long an acquire keeps trying while the lock is

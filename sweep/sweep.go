@@ -1,8 +1,9 @@
 // Package sweep runs one story across a range of one of its parameters,
 // many runs per point, and says how likely a violation is at each point,
-// with a 95% Wilson interval: where pass/fail says a lease broke under a
-// 2.5-TTL pause, a sweep shows the pause at which it starts to, and how
-// surely. A sweep's runs are spread over the machine's seats as a matrix's
+// with a 95% Wilson interval, and what it cost (the runs' mean fractions
+// of writes lost and of time with two holders, with Student-t intervals):
+// where pass/fail says a lease broke under a 2.5-TTL pause, a sweep shows
+// the pause at which it starts to, how surely, and how much. A sweep's runs are spread over the machine's seats as a matrix's
 // are, and over machines with shards whose files Merge joins.
 package sweep
 
@@ -118,6 +119,10 @@ type Cell struct {
 	Unsafe       int      `json:"unsafe"`
 	Unjudged     []string `json:"unjudged,omitempty"`
 	Dirs         []string `json:"dirs"`
+	// Figures are each judged run's figures, in the order the runs ended:
+	// kept run by run, not as means, so that Merge can join shards and
+	// the intervals be drawn from every run.
+	Figures []verdict.Figures `json:"figures,omitempty"`
 }
 
 // Measures are what a sweep counts, as the table and plot name them.
@@ -146,9 +151,15 @@ const TTLParam = "ttl"
 // at base (0: the story's TTL) with its threshold where a parameter of the
 // story has one: a pause of 2.5 TTLs at 500 ms is 1250 ms, and a lease
 // survives it from a TTL of 1250 ms up.
+//
+// The workload's parameters (WorkloadParams) every story has too, where
+// it has none of its own by that name.
 func ParamOf(s scenario.Scenario, name string, base time.Duration) (scenario.Param, bool) {
 	if name != TTLParam {
-		return s.Param(name)
+		if p, ok := s.Param(name); ok {
+			return p, true
+		}
+		return workloadParam(s, name, base)
 	}
 	base = cmp.Or(base, s.TTL)
 	ms := float64(base) / float64(time.Millisecond)
@@ -167,8 +178,14 @@ func ParamOf(s scenario.Scenario, name string, base time.Duration) (scenario.Par
 // RunAt is run with the sweep's parameter name at v: the story's parameter
 // set, or, for TTLParam, the TTL set to v ms and each parameter of the
 // story in TTLs scaled so that it lasts as long as its default at the base
-// TTL (run.TTL, or the story's).
+// TTL (run.TTL, or the story's); or, for a workload parameter, the run's
+// workload (or clients) set so, the rest of run as it was.
 func RunAt(s scenario.Scenario, run engine.Options, name string, v float64) engine.Options {
+	if _, own := s.Param(name); !own && name != TTLParam {
+		if w, ok := workloadAt(run, name, v); ok {
+			return w
+		}
+	}
 	if name != TTLParam {
 		run.Params = map[string]float64{name: v}
 		return run
@@ -195,6 +212,11 @@ func Run(ctx context.Context, o Options) (*Sweep, error) {
 	p, ok := ParamOf(s, o.Spec.Param, o.Run.TTL)
 	if !ok {
 		return nil, fmt.Errorf("-sweep: scenario %s has no parameter %q", s.Name, o.Spec.Param)
+	}
+	for _, v := range o.Spec.Values() {
+		if err := CheckAt(s, p.Name, v); err != nil {
+			return nil, fmt.Errorf("-sweep: %w", err)
+		}
 	}
 	if o.Parallel == 0 {
 		o.Parallel = engine.Seats()
@@ -281,6 +303,7 @@ func (c *Cell) add(res *engine.Result, err error) {
 		if res.Outcome == verdict.Unsafe {
 			c.Unsafe++
 		}
+		c.Figures = append(c.Figures, res.Figures)
 	}
 }
 
@@ -307,7 +330,8 @@ func Wilson(k, n int) (lo, hi float64) {
 	return max(0, mid-half), min(1, mid+half)
 }
 
-// Write writes sweep.json, sweep.md and sweep.png (and .svg) into Dir.
+// Write writes sweep.json, sweep.md, sweep.png and sweep-figures.png
+// (each with its .svg) into Dir.
 func (sw *Sweep) Write() error {
 	if err := os.MkdirAll(sw.Dir, 0o755); err != nil {
 		return err
@@ -320,14 +344,20 @@ func (sw *Sweep) Write() error {
 	sw.Table(&md)
 	return errors.Join(os.WriteFile(filepath.Join(sw.Dir, "sweep.json"), append(b, '\n'), 0o644),
 		os.WriteFile(filepath.Join(sw.Dir, "sweep.md"), []byte(md.String()), 0o644),
-		sw.Plot(filepath.Join(sw.Dir, "sweep")))
+		sw.Plot(filepath.Join(sw.Dir, "sweep")),
+		sw.PlotFigures(filepath.Join(sw.Dir, "sweep-figures")))
 }
 
 // Table writes the sweep as a markdown table: per lock and point, the
-// runs judged and each measure's P with its interval.
+// runs judged, each measure's P with its interval, and the mean of each
+// of the runs' fractions (acknowledged writes lost, time with two
+// holders) with its interval, and of their episodes.
 func (sw *Sweep) Table(w interface{ WriteString(string) (int, error) }) {
 	w.WriteString(fmt.Sprintf("%s: P(violation) against %s (%s; %d run(s) a point; ttl %s)\n\n", sw.Story, sw.Param.Name, sw.Param.Unit, sw.Runs, sw.TTL))
-	w.WriteString(fmt.Sprintf("| lock | %s | judged | P(double holder) [95%%] | P(resource corrupted) [95%%] | not judged |\n|---|---|---|---|---|---|\n", sw.Param.Name))
+	w.WriteString("P: 95% Wilson intervals. Lost writes (of those acknowledged) and double-held time (of the run's span): " +
+		"the mean of the judged runs' fractions with a 95% Student-t interval, [0, 1] from one run.\n\n")
+	w.WriteString(fmt.Sprintf("| lock | %s | judged | P(double holder) [95%%] | P(resource corrupted) [95%%] | lost writes [95%%] | double-held time [95%%] | episodes | not judged |\n"+
+		"|---|---|---|---|---|---|---|---|---|\n", sw.Param.Name))
 	for _, l := range sw.Locks {
 		for _, v := range sw.Spec.Values() {
 			c := sw.Cells[cellKey(l, v)]
@@ -337,7 +367,8 @@ func (sw *Sweep) Table(w interface{ WriteString(string) (int, error) }) {
 				lo, hi := Wilson(k, c.Judged)
 				ps = append(ps, fmt.Sprintf("%d/%d = %.2f [%.2f, %.2f]", k, c.Judged, frac(k, c.Judged), lo, hi))
 			}
-			w.WriteString(fmt.Sprintf("| %s | %g | %d | %s | %s | %d |\n", l, v, c.Judged, ps[0], ps[1], len(c.Unjudged)))
+			w.WriteString(fmt.Sprintf("| %s | %g | %d | %s | %s | %s | %d |\n", l, v, c.Judged, ps[0], ps[1],
+				strings.Join(c.figureCells(), " | "), len(c.Unjudged)))
 		}
 	}
 }
@@ -406,6 +437,7 @@ func Merge(dirs []string, out string) (*Sweep, error) {
 			m.DoubleHolder += c.DoubleHolder
 			m.Unsafe += c.Unsafe
 			m.Unjudged = append(m.Unjudged, c.Unjudged...)
+			m.Figures = append(m.Figures, c.Figures...)
 			for _, run := range c.Dirs {
 				at, err := report.CopyRun(root, run, out)
 				if err != nil {

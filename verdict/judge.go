@@ -63,6 +63,8 @@ type Judgement struct {
 	// Semantics is the model the lock ops were checked against, which the
 	// timeline is drawn with.
 	Semantics checker.Semantics `json:"-"`
+	// Figures are what the verdict cost, in fractions a person weighs.
+	Figures Figures `json:"figures"`
 }
 
 // Judge judges the history ops of a run whose clients were all up at
@@ -104,7 +106,9 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	stream := checker.NewStream(c.Checkers, segment)
 	meter := newTrafficMeter(c.Requires, c.Traffic)
 	var nemesis []history.Op
+	var last int64
 	err := each(func(op history.Op) {
+		last = max(last, op.Time)
 		stream.Add(op)
 		meter.add(op)
 		if op.Process == history.NemesisProcess {
@@ -112,6 +116,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 		}
 	})
 	j.Verdicts = stream.Verdicts()
+	j.Figures = figuresOf(j.Verdicts, ready, last)
 	j.Outcome = Sum(j.Verdicts)
 	j.Observations = Observations(j.Verdicts)
 	if j.Vacuous = meter.vacuity(nemesis); j.Vacuous != "" {

@@ -49,6 +49,9 @@ type Gate interface {
 	// process alive.
 	Dead(process int) bool
 	Abandoned(process int) bool
+	// Work spends d of the client's own time in its critical section: a
+	// pause of the client meanwhile lengthens the work by as much.
+	Work(ctx context.Context, client int, d time.Duration)
 }
 
 // Client is one logical client's equipment.
@@ -76,14 +79,21 @@ type Process struct {
 // Options configures the register workload.
 type Options struct {
 	Clients []Client
-	// Key is the lock's key; Register the protected register's key.
-	Key, Register string
-	// Think is the mean pause between a release and the next acquire.
-	Think time.Duration
+	// Keys are the lock keys the clients contend for, each guarding its
+	// own register: each cycle takes one of them at random (KeysOf(1):
+	// the one key every story is told on).
+	Keys []Key
+	// Think is the pause between a release and the next acquire.
+	Think Dist
 	// Hold is how long each client works inside the critical section
-	// (before the write): long enough, waiters queue up and the order in
-	// which they are served says something (S5).
-	Hold time.Duration
+	// (before the write): the user's critical section, or, for a story,
+	// long enough that waiters queue up and the order in which they are
+	// served says something (S5). Zero: no time at all.
+	Hold Dist
+	// Seed seeds each client's draws (its keys, holds and think times),
+	// with the client's index: a run's seed gives every client the same
+	// sequence of draws.
+	Seed uint64
 	// Gate may pause or crash a client (nil: never).
 	Gate Gate
 }
@@ -102,12 +112,15 @@ type Clients struct {
 // Open opens every client's first process, all at once. On an error every
 // process that did open is closed again.
 func Open(rec *history.Recorder, o Options) (*Clients, error) {
+	if len(o.Keys) == 0 {
+		o.Keys = KeysOf(1)
+	}
 	c := &Clients{rec: rec, o: o}
 	c.ws = make([]*worker, len(o.Clients))
 	var opened sync.WaitGroup
 	openErrs := make(chan error, len(o.Clients))
 	for i, cl := range o.Clients {
-		c.ws[i] = &worker{rec: rec, o: &c.o, c: cl, client: i, process: i}
+		c.ws[i] = &worker{rec: rec, o: &c.o, c: cl, client: i, process: i, rng: mrand.New(mrand.NewPCG(o.Seed, uint64(i)))}
 		opened.Add(1)
 		go func() {
 			defer opened.Done()
@@ -170,13 +183,15 @@ func (c *Clients) Run(stop, abort context.Context) error {
 		return fmt.Errorf("process %d: %w", p, err)
 	}
 	defer final.Close()
-	inv := rec.Invoke(p, history.Read, o.Register, nil)
-	v, err := final.Store.Read(abort, o.Register)
-	if err != nil {
-		rec.Complete(inv, history.Info, nil, err)
-		return nil
+	for _, k := range o.Keys {
+		inv := rec.Invoke(p, history.Read, k.Register, nil)
+		v, err := final.Store.Read(abort, k.Register)
+		if err != nil {
+			rec.Complete(inv, history.Info, nil, err)
+			return nil
+		}
+		rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(v)}, nil)
 	}
-	rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(v)}, nil)
 	return nil
 }
 
@@ -189,6 +204,10 @@ type worker struct {
 	p       Process
 	// left are the abandoned processes still running (retire).
 	left []Process
+	// rng draws the client's keys, holds and think times.
+	rng *mrand.Rand
+	// key is the cycle's.
+	key Key
 }
 
 // close ends the current process and every abandoned one.
@@ -284,9 +303,9 @@ func (w *worker) loop(stop, abort context.Context) error {
 		} else if !open {
 			continue
 		}
+		w.key = w.o.Keys[w.rng.IntN(len(w.o.Keys))]
 		w.cycle(abort)
-		if w.o.Think > 0 {
-			d := time.Duration(mrand.Int64N(int64(2*w.o.Think) + 1))
+		if d := w.o.Think.Draw(w.rng); d > 0 {
 			select {
 			case <-abort.Done():
 			case <-time.After(d):
@@ -330,7 +349,7 @@ func (w *worker) cycle(ctx context.Context) {
 // acquire takes the lock, recording the lease's deadline in harness time
 // when it has one.
 func (w *worker) acquire(ctx context.Context) (locks.Lease, bool) {
-	key := w.o.Key
+	key := w.key.Lock
 	inv := w.rec.Invoke(w.process, history.Acquire, key, nil)
 	var lease locks.Lease
 	skew := w.skew()
@@ -362,7 +381,7 @@ func (w *worker) acquire(ctx context.Context) (locks.Lease, bool) {
 
 // read reads the register.
 func (w *worker) read(ctx context.Context) (int64, bool) {
-	reg := w.o.Register
+	reg := w.key.Register
 	inv := w.rec.Invoke(w.process, history.Read, reg, nil)
 	r, err := w.p.Store.Read(ctx, reg)
 	if err != nil || w.dead() {
@@ -375,12 +394,18 @@ func (w *worker) read(ctx context.Context) (int64, bool) {
 	return r, true
 }
 
-// work holds the lock for o.Hold, the work inside the critical section.
+// work holds the lock for a draw of o.Hold, the work inside the critical
+// section.
 func (w *worker) work(ctx context.Context) {
-	if w.o.Hold > 0 {
+	d := w.o.Hold.Draw(w.rng)
+	switch {
+	case d <= 0:
+	case w.o.Gate != nil:
+		w.o.Gate.Work(ctx, w.client, d)
+	default:
 		select {
 		case <-ctx.Done():
-		case <-time.After(w.o.Hold):
+		case <-time.After(d):
 		}
 	}
 }
@@ -401,7 +426,7 @@ func (w *worker) pass(ctx context.Context, point string) bool {
 // the lock has said the lease was lost. A refused write leaves the
 // process to release.
 func (w *worker) write(ctx context.Context, v int64, lease locks.Lease) bool {
-	reg := w.o.Register
+	reg := w.key.Register
 	inv := w.rec.Invoke(w.process, history.Write, reg, &history.Value{Reg: history.Int64(v), Fence: lease.Fence})
 	var err error
 	select {
@@ -429,7 +454,7 @@ func (w *worker) write(ctx context.Context, v int64, lease locks.Lease) bool {
 
 // release gives the lease back.
 func (w *worker) release(ctx context.Context, lease locks.Lease) {
-	inv := w.rec.Invoke(w.process, history.Release, w.o.Key, &history.Value{Token: lease.Token})
+	inv := w.rec.Invoke(w.process, history.Release, w.key.Lock, &history.Value{Token: lease.Token})
 	crashed, err := w.lockOp(ctx, history.Release, func(ctx context.Context) error { return w.p.Lock.Release(ctx, lease) })
 	switch {
 	case crashed:

@@ -29,7 +29,7 @@ func TestClientCrashMidProtocol(t *testing.T) {
 	gate := nemesis.NewGate(rec)
 	gate.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true},
 		Client: nemesis.AnyClient, Crash: true})
-	o := workloads.Options{Key: "lock", Register: "register", Gate: gate}
+	o := workloads.Options{Keys: workloads.KeysOf(1), Gate: gate}
 	for i := 0; i < 2; i++ {
 		o.Clients = append(o.Clients, workloads.Client{
 			Clock: locks.SystemClock{},
@@ -106,7 +106,7 @@ func TestReopenAfterRetire(t *testing.T) {
 			rec := history.NewRecorder(nil, 1)
 			var opens atomic.Int32
 			var failed atomic.Bool
-			o := workloads.Options{Key: "lock-" + tc.name, Register: "register-" + tc.name}
+			o := workloads.Options{Keys: []workloads.Key{{Lock: "lock-" + tc.name, Register: "register-" + tc.name}}}
 			o.Clients = []workloads.Client{{Clock: locks.SystemClock{}, Open: func(process int) (workloads.Process, error) {
 				if n := opens.Add(1); n == 2 || n == 3 {
 					return workloads.Process{}, tc.openErr

@@ -16,6 +16,8 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/scenario"
+	"github.com/locktorture/locktorture/workloads"
 )
 
 // flags holds every flag's value after parsing.
@@ -29,6 +31,10 @@ type flags struct {
 	check, merge, sweep, shrink    string
 	printStory, storyFiles         string
 	list, procs, explore, verbose  bool
+	// The user's system: the workload's shape and faults on an interval.
+	hold, think, faultEvery, faultFor workloads.Dist
+	keys                              int
+	faults                            []string
 
 	set *flag.FlagSet
 	// given names the flags set on the command line. A boolean set to
@@ -37,7 +43,7 @@ type flags struct {
 }
 
 // usageLine is the first line -h prints, above every flag's own.
-const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-hold D] [-think D] [-keys N] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
 
 // newFlags declares every flag on a set of its own, for one parse.
 func newFlags() *flags {
@@ -62,11 +68,17 @@ func newFlags() *flags {
 	fs.StringVar(&f.merge, "merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")
 	fs.StringVar(&f.probe, "probe", "", "scenario boundary's one fault: \"pause|crash OP before|after COMMAND#N\", as -explore lists them")
 	fs.BoolVar(&f.explore, "explore", false, "explore every command boundary of each -lock: learn its commands in a fault-free warm-up, then pause a client past its lease, and crash one, at each boundary; a finding is a promise broken under a fault the lock claims to survive")
-	fs.StringVar(&f.sweep, "sweep", "", "run one -scenario across a range of one of its parameters, or of ttl (the lease in ms, the story's parameters held at their length in time), `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock, and plot P(violation) with 95% Wilson intervals")
+	fs.StringVar(&f.sweep, "sweep", "", "run one -scenario across a range of one of its parameters, of ttl (the lease in ms, the story's parameters held at their length in time), or of the workload's hold, think (ms, fixed at each point), keys or clients, `PARAM=FROM..TO[:STEPS]`, -runs times a point for each -lock; plot P(violation) with 95% Wilson intervals, and the lost writes and double-held time with 95% t intervals")
 	fs.IntVar(&f.runs, "runs", 10, "runs a point of a -sweep gets, for each lock; with -shrink, replays a candidate gets (default 4)")
 	fs.StringVar(&f.shrink, "shrink", "", "shrink the finding (or the violation) of the run stored in `DIR` (a random run, a sweep point's, a scenario file's) to a smaller schedule that still shows it, replaying each candidate -runs times (default 4); writes results/shrinks/...")
 	fs.StringVar(&f.printStory, "print-scenario", "", "print the built-in scenario `NAME` as a scenario file (JSON), then exit")
 	fs.StringVar(&f.storyFiles, "scenario-file", "", "run the stories of these scenario `FILE`s (comma-separated; -print-scenario writes one) instead of -scenario, each with the locks it expects something of (or -lock)")
+	fs.Var(distFlag{&f.hold}, "hold", "the critical section's `length`, drawn each cycle: 200ms, a range 80ms..300ms, or exp:200ms (an exponential's mean) (default: the scenario's)")
+	fs.Var(distFlag{&f.think}, "think", "the think time between a release and the next acquire, as -hold (default: 0..4ms)")
+	fs.IntVar(&f.keys, "keys", 0, fmt.Sprintf("lock keys the clients contend for, each guarding a register of its own, 1 to %d (default: 1)", workloads.MaxKeys))
+	fs.Var(faultsFlag{&f.faults}, "faults", "with -scenario interval: the fault `kinds` to apply, comma-separated: "+strings.Join(scenario.IntervalKinds(), "; "))
+	fs.Var(distFlag{&f.faultEvery}, "fault-every", "with -scenario interval: the time from one fault's start to the next, as -hold (2s, 1s..3s, exp:2s)")
+	fs.Var(distFlag{&f.faultFor}, "fault-for", "with -scenario interval: each fault's length, as -hold (500ms, 200ms..1s)")
 	fs.BoolVar(&f.verbose, "v", false, "print every pair's block (its log, verdicts and files), not only the blocks of pairs that did not match")
 	return f
 }
@@ -102,7 +114,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (*flags, int) {
 func (f *flags) has(name string) bool { return slices.Contains(f.given, name) }
 
 // positive names the flags whose zero is no count or length at all.
-var positive = []string{"clients", "ttl", "time-limit", "parallel", "runs"}
+var positive = []string{"clients", "ttl", "time-limit", "parallel", "runs", "keys"}
 
 // badValue says what is wrong with the first flag given a zero count or
 // length, or an empty string, or "" when none was. Such a flag is a typo,
@@ -140,5 +152,61 @@ func (f *flags) runOptions(stdout io.Writer) engine.Options {
 		f.seed = time.Now().UnixNano()
 	}
 	return engine.Options{Clients: f.clients, TTL: f.ttl, TimeLimit: f.timeLimit, Seed: f.seed, Out: f.out,
-		ClientProcs: f.procs, Backend: f.backend}
+		ClientProcs: f.procs, Backend: f.backend, Workload: f.workload(), Interval: f.interval()}
 }
+
+// workload is the shape the flags give the clients' work.
+func (f *flags) workload() workloads.Shape {
+	return workloads.Shape{Hold: f.hold, Think: f.think, Keys: f.keys}
+}
+
+// interval is the faults on an interval the flags give, nil when none of
+// its flags is (what is missing, the engine names in one line).
+func (f *flags) interval() *scenario.Interval {
+	if !f.has("faults") && !f.has("fault-every") && !f.has("fault-for") {
+		return nil
+	}
+	return &scenario.Interval{Faults: f.faults, Every: f.faultEvery, For: f.faultFor}
+}
+
+// distFlag reads a workloads.Dist: a bad one is one line, as any flag's.
+type distFlag struct{ d *workloads.Dist }
+
+func (v distFlag) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v distFlag) Set(s string) error {
+	d, err := workloads.ParseDist(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+func (v distFlag) Get() any { return v.String() }
+
+// faultsFlag reads a list of interval fault kinds.
+type faultsFlag struct{ kinds *[]string }
+
+func (v faultsFlag) String() string {
+	if v.kinds == nil {
+		return ""
+	}
+	return strings.Join(*v.kinds, ",")
+}
+
+func (v faultsFlag) Set(s string) error {
+	kinds, err := scenario.ParseFaults(s)
+	if err != nil {
+		return err
+	}
+	*v.kinds = kinds
+	return nil
+}
+
+func (v faultsFlag) Get() any { return v.String() }

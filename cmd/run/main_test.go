@@ -50,6 +50,17 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		"print a drawn one": {"-print-scenario", "random"},
 		"missing file":      {"-scenario-file", "/nonexistent/story.json"},
 		"file and scenario": {"-scenario-file", "x.json", "-scenario", "baseline"},
+		"range upside down": {"-scenario", "interval", "-lock", "set-nx-px", "-hold", "300ms..80ms"},
+		"no mean":           {"-scenario", "baseline", "-lock", "set-nx-px", "-think", "exp:"},
+		"unknown fault":     {"-scenario", "interval", "-lock", "set-nx-px", "-faults", "pause,gc"},
+		"zero keys":         {"-keys", "0"},
+		"too many keys":     {"-scenario", "baseline", "-lock", "set-nx-px", "-keys", "17"},
+		"interval, no kind": {"-scenario", "interval", "-lock", "set-nx-px"},
+		"interval, no time": {"-scenario", "interval", "-lock", "set-nx-px", "-faults", "pause", "-fault-for", "1s"},
+		"faults, scripted":  {"-scenario", "baseline", "-lock", "set-nx-px", "-faults", "pause", "-fault-every", "1s", "-fault-for", "1s"},
+		"sweep half a key":  {"-scenario", "baseline", "-lock", "set-nx-px", "-sweep", "keys=1..4:3"},
+		"sweep one client":  {"-scenario", "baseline", "-lock", "set-nx-px", "-sweep", "clients=1..4"},
+		"kill, no server":   {"-scenario", "interval", "-lock", "mutex", "-faults", "kill", "-fault-every", "1s", "-fault-for", "1s"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {

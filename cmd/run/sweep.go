@@ -57,9 +57,13 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 		return 2
 	}
 	// Every lock at every point must resolve before a run starts (a node
-	// count must be odd at each).
+	// count must be odd at each, a count of keys or clients whole).
 	for _, l := range locks {
 		for _, v := range sp.Values() {
+			if err := sweep.CheckAt(s, sp.Param, v); err != nil {
+				fmt.Fprintf(stderr, "run: -sweep %s: %v\n", spec, err)
+				return 2
+			}
 			o := sweep.RunAt(s, base, sp.Param, v)
 			o.Lock = l
 			if _, err := engine.Resolve(o); err != nil {
@@ -88,20 +92,27 @@ func runSweep(ctx context.Context, base engine.Options, spec string, runs int, l
 	return printSweep(sw, stdout, base.Out)
 }
 
-// sweepParams names what a sweep of s can vary: its parameters and the TTL.
+// sweepParams names what a sweep of s can vary: its parameters, the TTL
+// and the workload's (hold, think, keys, clients).
 func sweepParams(s scenario.Scenario) []string {
 	var out []string
 	for _, p := range s.Params {
 		out = append(out, p.Name)
 	}
-	return append(out, sweep.TTLParam)
+	out = append(out, sweep.TTLParam)
+	for _, w := range sweep.WorkloadParams {
+		if !slices.Contains(out, w) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // printSweep prints a sweep's table and where its files are.
 func printSweep(sw *sweep.Sweep, stdout io.Writer, out string) int {
 	var b strings.Builder
 	sw.Table(&b)
-	fmt.Fprintf(stdout, "\n%s\nplot and table in %s (sweep.png, sweep.md)\n", b.String(), sw.Dir)
+	fmt.Fprintf(stdout, "\n%s\nplots and table in %s (sweep.png: P(violation); sweep-figures.png: writes lost and time double-held; sweep.md)\n", b.String(), sw.Dir)
 	_ = report.WriteIndex(out)
 	for _, c := range sw.Cells {
 		if len(c.Unjudged) > 0 {
