@@ -105,7 +105,7 @@ func TestVerdictsSurviveJSON(t *testing.T) {
 	}
 	want := []string{
 		"writes_accepted", "writes_unknown", "stale_writes_rejected", "writes_withheld", "lost_updates", "stale_writes_accepted",
-		"holds", "double_holders", "overlap_ns", "foreign_releases",
+		"holds", "double_holders", "overlap_ns", "foreign_releases", "double_held_ns", "episodes",
 		"operations", "model", "segments", "reason",
 		"promises", "broken_promises", "leases_lost", "note",
 		"allowance_ns", "longest_stall_ns", "slot_refusals",
