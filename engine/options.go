@@ -357,6 +357,9 @@ func withSystem(s scenario.Scenario, o Options, info locks.Info) (scenario.Scena
 	if err := o.Workload.Check(); err != nil {
 		return s, o, usagef("-%v", err)
 	}
+	if o.Workload.FenceReads && o.ClientProcs {
+		return s, o, usagef("-fence-reads: the store checks a token on a read for clients inside the harness; lock %s's clients are processes of their own (-client-procs, a worker program or a lock service's), whose reads carry no token", o.Lock)
+	}
 	onInterval := s.Name == IntervalStory || s.Interval != nil
 	switch {
 	case o.Interval != nil && !onInterval:

@@ -289,7 +289,8 @@ func (r *runner) workload() workloads.Options {
 	if shape.Think.IsZero() {
 		shape.Think = workloads.DefaultThink
 	}
-	return workloads.Options{Keys: workloads.KeysOf(shape.Keys), Think: shape.Think, Hold: shape.Hold, Gate: r.env.Gate, Seed: uint64(r.o.Seed)}
+	return workloads.Options{Keys: workloads.KeysOf(shape.Keys), Think: shape.Think, Hold: shape.Hold, Gate: r.env.Gate, Seed: uint64(r.o.Seed),
+		FenceReads: shape.FenceReads}
 }
 
 // drawSchedule compiles (or draws) the story's nemesis schedule against

@@ -250,6 +250,9 @@ func systemLine(r *engine.Result) string {
 	if r.Workload.Keys > 1 {
 		parts = append(parts, fmt.Sprintf("%d keys", r.Workload.Keys))
 	}
+	if r.Workload.FenceReads {
+		parts = append(parts, "the store checks tokens on reads")
+	}
 	if iv := r.Interval; iv != nil {
 		parts = append(parts, fmt.Sprintf("faults %s every %s lasting %s", strings.Join(iv.Faults, ","), iv.Every, iv.For))
 	}

@@ -90,6 +90,9 @@ type Options struct {
 	// long enough that waiters queue up and the order in which they are
 	// served says something (S5). Zero: no time at all.
 	Hold Dist
+	// FenceReads has the store check a lease's fencing token on the read
+	// as well as on the write (FencedReader), where the store can.
+	FenceReads bool
 	// Seed seeds each client's draws (its keys, holds and think times),
 	// with the client's index: a run's seed gives every client the same
 	// sequence of draws.
@@ -335,7 +338,7 @@ func (w *worker) cycle(ctx context.Context) {
 	if !ok {
 		return
 	}
-	r, ok := w.read(ctx)
+	r, ok := w.read(ctx, lease)
 	if !ok {
 		return
 	}
@@ -379,11 +382,24 @@ func (w *worker) acquire(ctx context.Context) (locks.Lease, bool) {
 	return lease, true
 }
 
-// read reads the register.
-func (w *worker) read(ctx context.Context) (int64, bool) {
+// read reads the register, with the lease's token where the store
+// checks tokens on reads (Options.FenceReads). A refused read ends the
+// cycle with a release: the holder knows its lease is stale.
+func (w *worker) read(ctx context.Context, lease locks.Lease) (int64, bool) {
 	reg := w.key.Register
 	inv := w.rec.Invoke(w.process, history.Read, reg, nil)
-	r, err := w.p.Store.Read(ctx, reg)
+	var r int64
+	var err error
+	if fr, ok := w.p.Store.(FencedReader); ok && w.o.FenceReads && lease.Fence > 0 {
+		r, err = fr.ReadFenced(ctx, reg, lease.Fence)
+	} else {
+		r, err = w.p.Store.Read(ctx, reg)
+	}
+	if errors.Is(err, ErrStale) && !w.dead() {
+		w.rec.Complete(inv, history.Fail, nil, err)
+		w.release(ctx, lease)
+		return 0, false
+	}
 	if err != nil || w.dead() {
 		err = cmp.Or(err, errCrashed)
 		w.rec.Complete(inv, history.Info, nil, err)

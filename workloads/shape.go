@@ -170,6 +170,11 @@ type Shape struct {
 	Hold  Dist `json:"hold,omitzero"`
 	Think Dist `json:"think,omitzero"`
 	Keys  int  `json:"keys,omitempty"`
+	// FenceReads has the protected store check a fenced lease's token on
+	// the read too, as a store must for a read-modify-write to be safe
+	// (FencedReader); by default it checks writes alone, as Kleppmann's
+	// fencing is usually told.
+	FenceReads bool `json:"fence_reads,omitempty"`
 }
 
 // MaxKeys bounds Shape.Keys: the observer reads every key on every lock
@@ -221,6 +226,7 @@ func (s Shape) Over(o Shape) Shape {
 	if o.Keys != 0 {
 		s.Keys = o.Keys
 	}
+	s.FenceReads = s.FenceReads || o.FenceReads
 	return s
 }
 

@@ -31,9 +31,12 @@ func NewStore(c *redis.Client) *Store { return &Store{c: c} }
 // fencedWriteScript is the store-side check Kleppmann asks for: accept a
 // write only if its token is greater than every token accepted before, so a
 // holder woken from a pause cannot overwrite its successor's work.
+// A token older than one a fenced read saw (ReadFenced) is refused too.
 var fencedWriteScript = redis.NewScript(`
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[2]) <= last then return 0 end
+local seen = tonumber(redis.call('GET', KEYS[3]) or '0')
+local fence = tonumber(ARGV[2])
+if fence <= last or fence < seen then return 0 end
 redis.call('SET', KEYS[2], ARGV[2])
 redis.call('SET', KEYS[1], ARGV[1])
 return 1`)
@@ -57,7 +60,7 @@ func (s *Store) Write(ctx context.Context, key string, v, fence int64) error {
 	if fence == 0 {
 		return s.c.Set(ctx, key, v, 0).Err()
 	}
-	ok, err := fencedWriteScript.Run(ctx, s.c, []string{key, key + ":fence"}, strconv.FormatInt(v, 10), fence).Int()
+	ok, err := fencedWriteScript.Run(ctx, s.c, []string{key, key + ":fence", key + ":seen"}, strconv.FormatInt(v, 10), fence).Int()
 	if err != nil {
 		return err
 	}
@@ -65,4 +68,39 @@ func (s *Store) Write(ctx context.Context, key string, v, fence int64) error {
 		return ErrStale
 	}
 	return nil
+}
+
+// FencedReader is a store that checks a token on a read too: it remembers
+// the greatest token a read showed it and refuses a read, or a write, with
+// an older one. A store that checks tokens on writes alone accepts a stale
+// holder's write that lands before its successor's, and the successor,
+// which read before it, then writes over it: a read-modify-write loses the
+// update all the same. Seeing the successor's token on its read closes
+// that gap.
+type FencedReader interface {
+	ReadFenced(ctx context.Context, key string, fence int64) (int64, error)
+}
+
+// fencedReadScript reads the register unless fence is older than a token
+// seen before, and remembers fence.
+var fencedReadScript = redis.NewScript(`
+local seen = tonumber(redis.call('GET', KEYS[2]) or '0')
+local fence = tonumber(ARGV[1])
+if fence < seen then return {0, 0} end
+if fence > seen then redis.call('SET', KEYS[2], ARGV[1]) end
+return {1, tonumber(redis.call('GET', KEYS[1]) or '0')}`)
+
+// ReadFenced reads the register with the reader's token: ErrStale when a
+// newer one was seen.
+func (s *Store) ReadFenced(ctx context.Context, key string, fence int64) (int64, error) {
+	r, err := fencedReadScript.Run(ctx, s.c, []string{key, key + ":seen"}, fence).Int64Slice()
+	switch {
+	case err != nil:
+		return 0, err
+	case len(r) != 2:
+		return 0, errors.New("store: a fenced read answered " + strconv.Itoa(len(r)) + " values")
+	case r[0] == 0:
+		return 0, ErrStale
+	}
+	return r[1], nil
 }

@@ -34,6 +34,7 @@ type flags struct {
 	// The user's system: the workload's shape and faults on an interval.
 	hold, think, faultEvery, faultFor workloads.Dist
 	keys                              int
+	fenceReads                        bool
 	faults                            []string
 
 	set *flag.FlagSet
@@ -43,7 +44,7 @@ type flags struct {
 }
 
 // usageLine is the first line -h prints, above every flag's own.
-const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-hold D] [-think D] [-keys N] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
 
 // newFlags declares every flag on a set of its own, for one parse.
 func newFlags() *flags {
@@ -76,6 +77,7 @@ func newFlags() *flags {
 	fs.Var(distFlag{&f.hold}, "hold", "the critical section's `length`, drawn each cycle: 200ms, a range 80ms..300ms, or exp:200ms (an exponential's mean) (default: the scenario's)")
 	fs.Var(distFlag{&f.think}, "think", "the think time between a release and the next acquire, as -hold (default: 0..4ms)")
 	fs.IntVar(&f.keys, "keys", 0, fmt.Sprintf("lock keys the clients contend for, each guarding a register of its own, 1 to %d (default: 1)", workloads.MaxKeys))
+	fs.BoolVar(&f.fenceReads, "fence-reads", false, "the store checks a fenced lease's token on the read as well as the write (by default on the write alone); clients inside the harness only")
 	fs.Var(faultsFlag{&f.faults}, "faults", "with -scenario interval: the fault `kinds` to apply, comma-separated: "+strings.Join(scenario.IntervalKinds(), "; "))
 	fs.Var(distFlag{&f.faultEvery}, "fault-every", "with -scenario interval: the time from one fault's start to the next, as -hold (2s, 1s..3s, exp:2s)")
 	fs.Var(distFlag{&f.faultFor}, "fault-for", "with -scenario interval: each fault's length, as -hold (500ms, 200ms..1s)")
@@ -157,7 +159,7 @@ func (f *flags) runOptions(stdout io.Writer) engine.Options {
 
 // workload is the shape the flags give the clients' work.
 func (f *flags) workload() workloads.Shape {
-	return workloads.Shape{Hold: f.hold, Think: f.think, Keys: f.keys}
+	return workloads.Shape{Hold: f.hold, Think: f.think, Keys: f.keys, FenceReads: f.fenceReads}
 }
 
 // interval is the faults on an interval the flags give, nil when none of
