@@ -108,13 +108,21 @@ func (o Options) lockInfo() (locks.Info, error) {
 	return locks.Lookup(o.Lock)
 }
 
-// expectation is what the lock must show under s.
-func (o Options) expectation(s scenario.Scenario) (verdict.Expectation, bool) {
+// expectation is what the lock (info) must show under s: Expect, else
+// the story's for a registered lock, or, for a lock of the user's own,
+// what the story's rules say of its traits (a story lists the registered
+// locks only).
+func (o Options) expectation(s scenario.Scenario, info locks.Info) (verdict.Expectation, bool) {
 	if o.Expect != nil {
 		return *o.Expect, true
 	}
-	e, ok := s.Expect[o.Lock]
-	return e, ok
+	if e, ok := s.Expect[o.Lock]; ok || o.Custom == nil {
+		return e, ok
+	}
+	if j := s.Judge(info); j.Expect != nil {
+		return *j.Expect, true
+	}
+	return verdict.Expectation{}, false
 }
 
 // Progress is a running run's state, for a status line.
@@ -173,7 +181,7 @@ func Resolve(o Options) (Resolved, error) {
 		return Resolved{}, &UsageError{msg: err.Error()}
 	}
 	o = o.withWorkers(info)
-	expected, ok := o.expectation(s)
+	expected, ok := o.expectation(s, info)
 	if !ok {
 		return Resolved{}, usagef("scenario %s has no expectation for lock %s (it applies to: %s)", s.Name, o.Lock, strings.Join(s.Locks(), ", "))
 	}

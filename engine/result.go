@@ -56,6 +56,10 @@ type Result struct {
 	// gate's hooks saw them: what boundary exploration learns a lock's
 	// commands from.
 	Commands nemesis.Profile `json:"commands,omitempty"`
+	// Seats are how many of the machine room's seats the run held, from
+	// Started until it returned (every one for a run alone): its cost is
+	// Seats times that time.
+	Seats int `json:"seats,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`

@@ -73,6 +73,17 @@ type Coverage struct {
 	// Flags are the flags the runs were made with beyond the stories'
 	// defaults, for a replay to repeat.
 	Flags string `json:"flags,omitempty"`
+	// Custom says the lock is a user's own (engine.Options.Custom), which
+	// cmd/run cannot name: a finding is replayed from the user's test
+	// (locktest.Replay), not with a command line.
+	Custom bool `json:"custom,omitempty"`
+	// SeatSeconds are what the warm-up and the boundary runs held of the
+	// machine's room: a second of one seat each, every seat for a run
+	// alone (see RunOne).
+	SeatSeconds float64 `json:"seat_seconds,omitempty"`
+	// Starved are the directories of first tries that starved, each
+	// followed by a try alone (RunOne), kept as evidence of the load.
+	Starved []string `json:"starved,omitempty"`
 }
 
 // Kind is one op kind's share of an exploration.
@@ -128,7 +139,14 @@ func (c *Coverage) Failed() []Run {
 // Boundaries runs the warm-up and every boundary run of o.Run.Lock, and
 // writes coverage.json and coverage.txt under Out/boundaries/<lock>/<time>.
 // The runs' own directories are under Out/boundary/<lock>, as any run's.
+//
+// A lock of the user's own (Run.Custom) is judged by what the stories'
+// rules say of it (engine.Resolve), so it needs no Run.Expect. Bad options are
+// refused in one line before the warm-up starts (Check).
 func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
+	if err := Check(o); err != nil {
+		return nil, err
+	}
 	if o.Share == 0 {
 		o.Share = DefaultShare
 	}
@@ -136,10 +154,11 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 		o.Parallel = engine.Seats()
 	}
 	logf := engine.Serialized(o.Logf)
-	cov := &Coverage{Lock: o.Run.Lock, Started: time.Now(), Flags: flags(o.Run)}
-	w := o.Run
-	w.Scenario, w.Probe = "warm-up", nil
-	warm, err := engine.RunUnstarved(ctx, w, logf)
+	cov := &Coverage{Lock: o.Run.Lock, Started: time.Now(), Flags: flags(o.Run), Custom: o.Run.Custom != nil}
+	w := storyRun("warm-up", o.Run)
+	w.Probe = nil
+	warm, cost, err := RunOne(ctx, w, logf)
+	cov.count(cost)
 	if err == nil {
 		err = report.Write(warm)
 	}
@@ -176,23 +195,36 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 		}
 		cov.Kinds = append(cov.Kinds, k)
 	}
+	costs := make([]Cost, len(jobs))
 	engine.Spread(ctx, o.Parallel, len(jobs), func(i int) {
 		j := jobs[i]
 		r := &cov.Kinds[j.kind].Runs[j.run]
-		ro := o.Run
-		ro.Scenario, ro.Probe = "boundary", &r.Probe
-		res, err := engine.RunUnstarved(ctx, ro, logf)
+		ro := storyRun("boundary", o.Run)
+		ro.Probe = &r.Probe
+		res, cost, err := RunOne(ctx, ro, logf)
+		costs[i] = cost
 		if err == nil {
 			err = report.Write(res)
 		}
 		r.record(res, err)
 		logf("%s %s: %s", o.Run.Lock, r.Probe, r.Line())
 	})
+	for _, c := range costs {
+		cov.count(c)
+	}
 	if err := ctx.Err(); err != nil {
 		return cov, err
 	}
 	cov.Dir = filepath.Join(o.Run.Out, "boundaries", o.Run.Lock, cov.Started.UTC().Format("20060102T150405.000Z"))
 	return cov, cov.write()
+}
+
+// count adds what a run cost to the coverage's.
+func (c *Coverage) count(cost Cost) {
+	c.SeatSeconds += cost.SeatSeconds
+	if cost.Starved != "" {
+		c.Starved = append(c.Starved, cost.Starved)
+	}
 }
 
 // record keeps what a run showed.
@@ -262,7 +294,10 @@ func (c *Coverage) Text(w io.Writer) {
 	for _, k := range c.Kinds {
 		for _, r := range k.Runs {
 			fmt.Fprintf(w, "    %-42s %s\n", short(r.Probe.String()), r.Line())
-			if r.Finding != "" {
+			switch {
+			case r.Finding != "" && c.Custom:
+				fmt.Fprintf(w, "    %-42s replay: locktest.Replay(ctx, lock, locktest.ExploredRun{Scenario: \"boundary\", Probe: %q}, options) (%s)\n", "", r.Probe.String(), r.Dir)
+			case r.Finding != "":
 				fmt.Fprintf(w, "    %-42s replay: go run ./cmd/run -scenario boundary -lock %s%s -probe %q (%s)\n", "", c.Lock, c.Flags, r.Probe.String(), r.Dir)
 			}
 		}
