@@ -204,7 +204,7 @@ func TestExploreRefusesBadOptionsInOneLine(t *testing.T) {
 		{"negative runs", ownerChecked(), func(o *locktest.ExploreOptions) { o.Runs = -1 }, "runs -1"},
 		{"nothing to do", ownerChecked(), func(o *locktest.ExploreOptions) { o.NoBoundaries = true }, "nothing to explore"},
 		{"a lease too short", ownerChecked(), func(o *locktest.ExploreOptions) { o.Run.TTL = time.Millisecond }, "-ttl 1ms: at least 100ms"},
-		{"a random run too short", ownerChecked(), func(o *locktest.ExploreOptions) { o.Seeds, o.RandomTimeLimit = []int64{1}, -time.Second }, "RandomTimeLimit -1s"},
+		{"a random run too short", ownerChecked(), func(o *locktest.ExploreOptions) { o.Seeds, o.RandomTimeLimit = []int64{1}, -time.Second }, "random time limit -1s"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			o := cheap(t.TempDir())
