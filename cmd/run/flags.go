@@ -190,7 +190,7 @@ func (v distFlag) Set(s string) error {
 	return nil
 }
 
-func (v distFlag) Get() any { return v.String() }
+func (v distFlag) Get() any { return *v.d }
 
 // faultsFlag reads a list of interval fault kinds.
 type faultsFlag struct{ kinds *[]string }
@@ -211,4 +211,4 @@ func (v faultsFlag) Set(s string) error {
 	return nil
 }
 
-func (v faultsFlag) Get() any { return v.String() }
+func (v faultsFlag) Get() any { return *v.kinds }

@@ -147,7 +147,7 @@ func (m *matrixRun) resolve() error {
 		if err != nil {
 			return err
 		}
-		m.plans[i] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone()}
+		m.plans[i] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone(), kind: plan.Lock.ServerKind()}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"github.com/locktorture/locktorture/workloads"
 	"slices"
 	"strings"
 	"testing"
@@ -18,8 +19,10 @@ func sampleArgs(name string) []string {
 		return []string{"-" + name}
 	case int, int64:
 		return []string{"-" + name, "3"}
-	case time.Duration:
+	case time.Duration, workloads.Dist:
 		return []string{"-" + name, "1s"}
+	case []string:
+		return []string{"-" + name, "pause"}
 	}
 	return []string{"-" + name, "x"}
 }

@@ -30,6 +30,9 @@ type pairPlan struct {
 	limit time.Duration
 	// alone: the story takes every seat of the machine-wide room.
 	alone bool
+	// kind is the lock's server kind, by which the matrix says where its
+	// time went.
+	kind string
 }
 
 func (p pairPlan) name() string { return p.scenario + " / " + p.lock }
@@ -297,11 +300,17 @@ type pairRun struct {
 	nemesis  string
 }
 
-// seatUse is what one pair held of the machine-wide room, over its runs.
+// seatUse is what one pair held of the machine-wide room, over its runs,
+// and, of the runs whose clients got started, how that time went: from
+// its seats to every client ready (start), the clients' time limit
+// (story), from there until the seats were given up (judge: shutdown and
+// the checkers), and the report written after (report, with no seat
+// held).
 type seatUse struct {
-	seats int
-	held  time.Duration
-	runs  int
+	seats                        int
+	held                         time.Duration
+	runs                         int
+	start, story, judge, reports time.Duration
 }
 
 // tracker keeps what the matrix has done and prints it: a pair's line
@@ -476,6 +485,12 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 		u.held += took
 		u.runs++
 		t.waited[p.alone] = append(t.waited[p.alone], max(waited-r.foreseen, 0))
+		if !r.ready.IsZero() {
+			u.start += r.ready.Sub(res.Started)
+			u.story += p.limit
+			u.judge += freed.Sub(r.ready) - p.limit
+			u.reports += now.Sub(freed)
+		}
 		if err == nil && !r.ready.IsZero() {
 			o := overhead{startup: r.ready.Sub(res.Started), windup: now.Sub(r.ready) - p.limit}
 			t.seen = append(t.seen, o)

@@ -78,6 +78,71 @@ func seatTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall 
 		fmt.Fprintf(w, "; counted with %d starved first run(s) that ran again", again)
 	}
 	fmt.Fprintln(w)
+	bound := storyBound(plan, roomSeats)
+	fmt.Fprintf(w, "the bound no scheduler can beat: the pairs' own story time (their time limits) over the %d seats, %s; the matrix took %.2f times it\n",
+		roomSeats, minSec(bound), wall.Seconds()/max(bound.Seconds(), 1e-9))
+	kindTable(w, plan, use, roomSeats, wall)
+}
+
+// storyBound is the pairs' own story time, each time limit on the seats
+// its pair takes, over the room's seats: a matrix cannot end sooner.
+func storyBound(plan []pairPlan, roomSeats int) time.Duration {
+	var seatTime float64
+	for _, p := range plan {
+		seats := 1
+		if p.alone {
+			seats = roomSeats
+		}
+		seatTime += float64(seats) * p.limit.Seconds()
+	}
+	return time.Duration(seatTime / float64(max(roomSeats, 1)) * float64(time.Second))
+}
+
+// kindTable says where the seat-seconds beyond the stories went, server
+// kind by server kind: start-up (nodes, clients), the story itself, and
+// judging (shutdown, the checkers); the reports written after a run gave
+// its seats up hold none, and are summed in wall time; what is left of
+// the wall time is seats waiting (an alone story waiting for the machine
+// to empty, the matrix's tail).
+func kindTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall time.Duration) {
+	type sums struct {
+		pairs                       int
+		start, story, judge, seatTm float64
+		reports                     time.Duration
+	}
+	by := map[string]*sums{}
+	var kinds []string
+	var all sums
+	for i, p := range plan {
+		s := by[p.kind]
+		if s == nil {
+			s = &sums{}
+			by[p.kind] = s
+			kinds = append(kinds, p.kind)
+		}
+		u, seats := use[i], float64(use[i].seats)
+		for _, t := range []*sums{s, &all} {
+			t.pairs++
+			t.start += seats * u.start.Seconds()
+			t.story += seats * u.story.Seconds()
+			t.judge += seats * u.judge.Seconds()
+			t.seatTm += seats * u.held.Seconds()
+			t.reports += u.reports
+		}
+	}
+	slices.SortFunc(kinds, func(a, b string) int { return cmp.Compare(by[b].seatTm, by[a].seatTm) })
+	fmt.Fprintf(w, "where the seat-seconds went, by server kind (reports are written with no seat held: wall seconds):\n")
+	fmt.Fprintf(w, "%-12s %5s %12s %9s %9s %9s %9s\n", "KIND", "PAIRS", "SEAT-SECONDS", "STORY", "START-UP", "JUDGING", "REPORTS")
+	line := func(name string, s *sums) {
+		fmt.Fprintf(w, "%-12s %5d %12.1f %9.1f %9.1f %9.1f %9.1f\n", name, s.pairs, s.seatTm, s.story, s.start, s.judge, s.reports.Seconds())
+	}
+	for _, k := range kinds {
+		line(cmp.Or(k, "-"), by[k])
+	}
+	line("total", &all)
+	idle := wall.Seconds()*float64(roomSeats) - all.seatTm
+	fmt.Fprintf(w, "seats idle: %.1f of the %.1f seat-seconds the matrix's wall time offered (waiting for an alone story's turn, the tail)\n",
+		max(idle, 0), wall.Seconds()*float64(roomSeats))
 }
 
 // writeSeats writes the seat-seconds table, and every pair's line under
