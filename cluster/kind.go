@@ -53,6 +53,12 @@ type Kind struct {
 	// backend per connection) sets it, or a busy machine's fork times
 	// would read as the server's replies.
 	Session func(ctx context.Context, addr string) (ask func(context.Context) error, end func(), err error)
+	// Alone, when set, says why a pair whose lock runs on this kind takes
+	// the whole machine rather than a seat: what its servers and its
+	// clients' worker processes take of two cores makes a neighbour's
+	// timers late, as measured (docs/ci-and-benchmarks.md). Unset, its
+	// pairs take a seat each, as Redis's do.
+	Alone string
 	// StartTimeout bounds how long a local start waits for Ready (default
 	// 5 s).
 	StartTimeout time.Duration

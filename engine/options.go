@@ -159,11 +159,11 @@ type Resolved struct {
 
 // Alone says whether the run takes the whole machine: its story's timing
 // would be disturbed by a neighbour (Scenario.Alone), the options ask for
-// it, or its lock runs on a service of its own, whose servers (three JVMs
-// for ZooKeeper) and a worker process per client take more than a seat's
-// share of the machine and would make a neighbour's timers late.
+// it, or its lock runs on a kind of server whose pairs take more than a
+// seat's share of the machine, as measured (cluster.Kind.Alone).
 func (p Resolved) Alone() bool {
-	return p.Scenario.Alone != "" || p.Options.Alone || p.Lock.ServerKind() != locks.ServerRedis
+	kind, err := cluster.LookupKind(p.Lock.ServerKind())
+	return p.Scenario.Alone != "" || p.Options.Alone || err == nil && kind.Alone != ""
 }
 
 // Resolve checks the options against the catalogue and fills in defaults.

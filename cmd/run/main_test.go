@@ -1009,3 +1009,12 @@ func TestDocsScenarioFilesRead(t *testing.T) {
 		}
 	}
 }
+
+// The pairs that take a seat start first, the alone ones after, each in
+// the plan's order: the drain an alone pair waits for is paid once.
+func TestRunOrderPutsTheAloneLast(t *testing.T) {
+	plans := []pairPlan{{lock: "a", alone: true}, {lock: "b"}, {lock: "c", alone: true}, {lock: "d"}, {lock: "e"}}
+	if got := runOrder(plans); !slices.Equal(got, []int{1, 3, 4, 0, 2}) {
+		t.Fatalf("order %v", got)
+	}
+}

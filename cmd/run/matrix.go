@@ -80,12 +80,14 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 	// One pair asked for by name is looked at, not tallied: its block is
 	// printed as with -v.
 	m.tr = newTracker(stdout, stderr, m.plans, f.parallel, m.seats, isTerminal(stdout), f.verbose || len(m.pairs) == 1)
+	order := runOrder(m.plans)
+	m.tr.queue = slices.Clone(order)
 	m.sayEstimate(stdout)
 	m.result = report.Matrix{Started: time.Now(), Seed: f.seed, Shard: f.shard, Entries: make([]report.Entry, len(m.pairs))}
 	// At most -parallel runs at once. A story whose verdict hangs on
 	// timing waits for the machine alone in engine.Run, whatever runs
 	// beside it.
-	engine.Spread(ctx, f.parallel, len(m.pairs), func(i int) { m.runPair(ctx, i) })
+	engine.Spread(ctx, f.parallel, len(order), func(k int) { m.runPair(ctx, order[k]) })
 	m.runStarvedAgain(ctx)
 	m.tr.stop()
 	wall := time.Since(m.result.Started)
@@ -97,6 +99,25 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 		return 130
 	}
 	return m.end(wall, stdout, stderr)
+}
+
+// runOrder is the order the pairs start in: those that take a seat
+// first, then those that take the machine alone, each in the plan's
+// order. An alone pair waits for every seat to empty, and a seat emptied
+// for it stays idle until the other's pair ends; met among the others,
+// each alone pair costs that drain once, and together, after them, the
+// drain is paid once and the matrix ends with no seat idle behind a last
+// long pair. The results are listed in the plan's order all the same.
+func runOrder(plans []pairPlan) []int {
+	var shared, alone []int
+	for i, p := range plans {
+		if p.alone {
+			alone = append(alone, i)
+		} else {
+			shared = append(shared, i)
+		}
+	}
+	return append(shared, alone...)
 }
 
 // selectPairs is the pairs of the flags' plan that fall in -shard, which
