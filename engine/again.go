@@ -14,13 +14,22 @@ import (
 // second one starts; a second starve is returned as it is and matches
 // nothing.
 func RunUnstarved(ctx context.Context, o Options, logf func(format string, args ...any)) (*Result, error) {
+	tries, err := RunTries(ctx, o, logf)
+	return tries[len(tries)-1], err
+}
+
+// RunTries is RunUnstarved, returning each try: the run, and, when it
+// starved, the one alone after it (last). What each held of the room is
+// its SeatSeconds.
+func RunTries(ctx context.Context, o Options, logf func(format string, args ...any)) ([]*Result, error) {
 	res, err := Run(ctx, o)
 	if err != nil || res.Outcome != verdict.Starved {
-		return res, err
+		return []*Result{res}, err
 	}
 	logf("%s / %s starved (%s); its run is kept in %s; running it once more, alone", res.Scenario, res.Lock, res.Starved, res.Dir)
 	o.Alone = true
-	return Run(ctx, o)
+	again, err := Run(ctx, o)
+	return []*Result{res, again}, err
 }
 
 // Spread calls run(i) for i from 0 to n-1, at most parallel at once, and

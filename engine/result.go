@@ -56,10 +56,10 @@ type Result struct {
 	// gate's hooks saw them: what boundary exploration learns a lock's
 	// commands from.
 	Commands nemesis.Profile `json:"commands,omitempty"`
-	// Seats are how many of the machine room's seats the run held, from
-	// Started until it returned (every one for a run alone): its cost is
-	// Seats times that time.
-	Seats int `json:"seats,omitempty"`
+	// Seats are how many of the machine room's seats the run held (every
+	// one for a run alone), from Started for Held, until it gave them up.
+	Seats int           `json:"seats,omitempty"`
+	Held  time.Duration `json:"held_ns,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`
@@ -237,4 +237,14 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// SeatSeconds is what the run held of the machine's room: a second of one
+// seat each, every seat for a run alone (0 for a run that never had its
+// seats).
+func (r *Result) SeatSeconds() float64 {
+	if r == nil {
+		return 0
+	}
+	return float64(r.Seats) * r.Held.Seconds()
 }

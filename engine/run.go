@@ -122,7 +122,12 @@ func (r *runner) enterRoom(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.onExit(leave)
+	r.onExit(func() {
+		leave()
+		if r.res != nil {
+			r.res.Held = time.Since(r.res.Started)
+		}
+	})
 	return nil
 }
 
@@ -166,8 +171,7 @@ func (r *runner) startTopology(ctx context.Context) error {
 	}
 	r.cl = cl
 	r.onExit(func() { cl.Close() })
-	keys := workloads.KeysOf(o.Workload.Keys)
-	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Key: keys[0].Lock, Probe: o.Probe, Params: o.Params,
+	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Probe: o.Probe, Params: o.Params,
 		Interval: o.Interval}
 	if err := r.startLockNodes(ctx); err != nil {
 		return err
@@ -273,6 +277,8 @@ func (r *runner) prepareClients() error {
 	env.Gate = nemesis.NewGate(r.rec)
 	env.Nemesis = nemesis.New(r.rec, r.cl)
 	r.wo = r.workload()
+	// A story's schedule names the first key: the one key it is told on.
+	env.Key = r.wo.Keys[0].Lock
 	for i := 0; i < o.Clients; i++ {
 		peer := workloads.ProcessName(i)
 		env.Clients = append(env.Clients, peer)

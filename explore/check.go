@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
-	"github.com/locktorture/locktorture/verdict"
 )
 
 // Faults are the faults a probe does at a boundary, as Options.Faults
@@ -45,9 +43,10 @@ func Check(o Options) error {
 		return fmt.Errorf("parallel %d: want 0 (the machine's seats) or more", o.Parallel)
 	}
 	// Any probe stands for the ones the warm-up will learn.
-	b := storyRun("boundary", o.Run)
-	b.Probe = &scenario.Probe{At: nemesis.Boundary{In: history.Acquire, Command: "SET", Nth: 1}}
-	for _, ro := range []engine.Options{storyRun("warm-up", o.Run), b} {
+	warm, b := o.Run, o.Run
+	warm.Scenario, warm.Probe = "warm-up", nil
+	b.Scenario, b.Probe = "boundary", &scenario.Probe{At: nemesis.Boundary{In: history.Acquire, Command: "SET", Nth: 1}}
+	for _, ro := range []engine.Options{warm, b} {
 		p, err := engine.Resolve(ro)
 		if err != nil {
 			return err
@@ -59,15 +58,6 @@ func Check(o Options) error {
 	return nil
 }
 
-// storyRun is o for a run of the story named. A lock of the user's own
-// (Custom) with no Expect is judged by what the story's rules say of its
-// traits (engine.Resolve): every exploration story's one rule
-// (PromiseKept, against the lock's claims) picks every lock.
-func storyRun(story string, o engine.Options) engine.Options {
-	o.Scenario = story
-	return o
-}
-
 // Cost is what one run took of the machine's room: the seat-seconds it
 // held (a second of one seat; a run alone holds every seat), a first try
 // that starved included, and that try's directory, kept as
@@ -77,26 +67,17 @@ type Cost struct {
 	Starved     string
 }
 
-// RunOne runs o as engine.RunUnstarved does and says what it cost: from
-// when each try had its seats (Result.Started) until it gave them up,
-// times the seats it took.
+// RunOne runs o as engine.RunUnstarved does and says what it cost: the
+// seats each try held (Result.SeatSeconds), and the starved first try's
+// directory where there was one.
 func RunOne(ctx context.Context, o engine.Options, logf func(format string, args ...any)) (*engine.Result, Cost, error) {
-	res, held, err := runSeated(ctx, o)
-	if err != nil || res.Outcome != verdict.Starved {
-		return res, Cost{SeatSeconds: held}, err
+	tries, err := engine.RunTries(ctx, o, logf)
+	var c Cost
+	for _, t := range tries {
+		c.SeatSeconds += t.SeatSeconds()
 	}
-	logf("%s / %s starved (%s); its run is kept in %s; running it once more, alone", res.Scenario, res.Lock, res.Starved, res.Dir)
-	o.Alone = true
-	again, more, err := runSeated(ctx, o)
-	return again, Cost{SeatSeconds: held + more, Starved: res.Dir}, err
-}
-
-// runSeated is one engine.Run and the seat-seconds it held.
-func runSeated(ctx context.Context, o engine.Options) (*engine.Result, float64, error) {
-	res, err := engine.Run(ctx, o)
-	if res == nil || res.Started.IsZero() {
-		return res, 0, err
+	if len(tries) > 1 {
+		c.Starved = tries[0].Dir
 	}
-	// Run gives its seats up as it returns.
-	return res, time.Since(res.Started).Seconds() * float64(res.Seats), err
+	return tries[len(tries)-1], c, err
 }

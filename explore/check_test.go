@@ -26,7 +26,8 @@ func users() engine.Options {
 // story's table.
 func TestACustomLockIsJudgedByTheStorysRule(t *testing.T) {
 	for _, story := range []string{"warm-up", "boundary", "random"} {
-		o := storyRun(story, users())
+		o := users()
+		o.Scenario = story
 		if story == "boundary" {
 			o.Probe = &scenario.Probe{At: nemesis.Boundary{In: history.Acquire, Command: "SET", Nth: 1}}
 		}

@@ -12,11 +12,8 @@ package explore
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -155,8 +152,8 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 	}
 	logf := engine.Serialized(o.Logf)
 	cov := &Coverage{Lock: o.Run.Lock, Started: time.Now(), Flags: flags(o.Run), Custom: o.Run.Custom != nil}
-	w := storyRun("warm-up", o.Run)
-	w.Probe = nil
+	w := o.Run
+	w.Scenario, w.Probe = "warm-up", nil
 	warm, cost, err := RunOne(ctx, w, logf)
 	cov.count(cost)
 	if err == nil {
@@ -199,8 +196,8 @@ func Boundaries(ctx context.Context, o Options) (*Coverage, error) {
 	engine.Spread(ctx, o.Parallel, len(jobs), func(i int) {
 		j := jobs[i]
 		r := &cov.Kinds[j.kind].Runs[j.run]
-		ro := storyRun("boundary", o.Run)
-		ro.Probe = &r.Probe
+		ro := o.Run
+		ro.Scenario, ro.Probe = "boundary", &r.Probe
 		res, cost, err := RunOne(ctx, ro, logf)
 		costs[i] = cost
 		if err == nil {
@@ -339,15 +336,5 @@ func short(s string) string {
 }
 
 func (c *Coverage) write() error {
-	if err := os.MkdirAll(c.Dir, 0o755); err != nil {
-		return err
-	}
-	var b strings.Builder
-	c.Text(&b)
-	js, err := json.MarshalIndent(c, "", "  ")
-	if err != nil {
-		return err
-	}
-	return errors.Join(os.WriteFile(filepath.Join(c.Dir, "coverage.txt"), []byte(b.String()), 0o644),
-		os.WriteFile(filepath.Join(c.Dir, "coverage.json"), append(js, '\n'), 0o644))
+	return report.WriteTextAndJSON(c.Dir, "coverage.txt", c.Text, "coverage.json", c)
 }

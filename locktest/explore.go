@@ -3,7 +3,6 @@ package locktest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -168,8 +167,8 @@ func Explore(ctx context.Context, l Lock, o ExploreOptions) (*Exploration, error
 
 // explore runs the boundaries, then the random runs, into x.
 func (x *Exploration) explore(ctx context.Context, l Lock, o ExploreOptions) error {
-	base := l.options("", verdict.Expectation{}, o.Run)
-	base.Expect, base.Out = nil, x.Root // each story's rules say what it expects
+	base := o.runOptions(l)
+	base.Out = x.Root
 	if !o.NoBoundaries {
 		cov, err := explore.Boundaries(ctx, explore.Options{Run: base, Parallel: o.Parallel, Ops: o.Ops, Faults: o.Faults, Logf: o.Logf})
 		if cov != nil {
@@ -200,13 +199,7 @@ func (x *Exploration) random(ctx context.Context, base engine.Options, o Explore
 	costs := make([]explore.Cost, len(seeds))
 	logf := engine.Serialized(o.Logf)
 	engine.Spread(ctx, cmp.Or(o.Parallel, engine.Seats()), len(seeds), func(i int) {
-		ro := base
-		ro.Scenario = "random"
-		ro.Seed = seeds[i]
-		if o.RandomTimeLimit > 0 {
-			ro.TimeLimit = o.RandomTimeLimit
-		}
-		res, cost, err := explore.RunOne(ctx, ro, logf)
+		res, cost, err := explore.RunOne(ctx, o.randomRun(base, seeds[i]), logf)
 		costs[i], runs[i] = cost, ExploredRun{Scenario: "random", Seed: seeds[i]}
 		if err == nil {
 			err = report.Write(res)
@@ -263,24 +256,37 @@ func (o ExploreOptions) check(l Lock) error {
 			return fmt.Errorf("lock %s claims %q, no kind of fault (one of %s)", l.Name, k, kindList())
 		}
 	}
-	base := l.options("", verdict.Expectation{}, o.Run)
-	base.Expect = nil
+	base := o.runOptions(l)
 	if !o.NoBoundaries {
 		if err := explore.Check(explore.Options{Run: base, Parallel: o.Parallel, Ops: o.Ops, Faults: o.Faults}); err != nil {
 			return err
 		}
 	}
 	if len(o.Seeds)+o.Runs > 0 {
-		ro := base
-		ro.Scenario = "random"
-		if o.RandomTimeLimit > 0 {
-			ro.TimeLimit = o.RandomTimeLimit
-		}
-		if _, err := engine.Resolve(ro); err != nil {
+		if _, err := engine.Resolve(o.randomRun(base, 0)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// runOptions is o.Run for a run of l that each story judges by its own
+// rules (no Expect of the caller's: a lock of the user's own takes what
+// the rules say of its traits).
+func (o ExploreOptions) runOptions(l Lock) engine.Options {
+	base := l.options("", verdict.Expectation{}, o.Run)
+	base.Expect = nil
+	return base
+}
+
+// randomRun is base for the random run of seed, in RandomTimeLimit where
+// o sets one.
+func (o ExploreOptions) randomRun(base engine.Options, seed int64) engine.Options {
+	base.Scenario, base.Seed = "random", seed
+	if o.RandomTimeLimit > 0 {
+		base.TimeLimit = o.RandomTimeLimit
+	}
+	return base
 }
 
 func kindList() string {
@@ -326,17 +332,7 @@ func (r ExploredRun) replayArg() string {
 // <time>, and the root's index.html, as cmd/run's modes leave them.
 func (x *Exploration) write(started time.Time) error {
 	x.Dir = filepath.Join(x.Root, "explorations", x.Lock, started.UTC().Format("20060102T150405.000Z"))
-	if err := os.MkdirAll(x.Dir, 0o755); err != nil {
-		return err
-	}
-	var b strings.Builder
-	x.Text(&b)
-	js, err := json.MarshalIndent(x, "", "  ")
-	if err != nil {
-		return err
-	}
-	return errors.Join(os.WriteFile(filepath.Join(x.Dir, "exploration.txt"), []byte(b.String()), 0o644),
-		os.WriteFile(filepath.Join(x.Dir, "exploration.json"), append(js, '\n'), 0o644),
+	return errors.Join(report.WriteTextAndJSON(x.Dir, "exploration.txt", x.Text, "exploration.json", x),
 		report.WriteIndex(x.Root))
 }
 
@@ -379,22 +375,16 @@ func Replay(ctx context.Context, l Lock, r ExploredRun, o ExploreOptions) (*engi
 	if err := serveIfWorker(l); err != nil {
 		return nil, err
 	}
-	base := l.options("", verdict.Expectation{}, o.Run)
-	base.Expect = nil
-	ro := base
-	ro.Scenario = r.Scenario
+	ro := o.runOptions(l)
 	switch r.Scenario {
 	case "boundary":
 		p, err := scenario.ParseProbe(r.Probe)
 		if err != nil {
 			return nil, fmt.Errorf("locktest: %w", err)
 		}
-		ro.Probe = &p
+		ro.Scenario, ro.Probe = r.Scenario, &p
 	case "random":
-		ro.Seed = r.Seed
-		if o.RandomTimeLimit > 0 {
-			ro.TimeLimit = o.RandomTimeLimit
-		}
+		ro = o.randomRun(ro, r.Seed)
 	default:
 		return nil, fmt.Errorf("locktest: %q is no exploration's scenario (boundary, random)", r.Scenario)
 	}

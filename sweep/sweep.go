@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -333,17 +334,7 @@ func Wilson(k, n int) (lo, hi float64) {
 // Write writes sweep.json, sweep.md, sweep.png and sweep-figures.png
 // (each with its .svg) into Dir.
 func (sw *Sweep) Write() error {
-	if err := os.MkdirAll(sw.Dir, 0o755); err != nil {
-		return err
-	}
-	b, err := json.MarshalIndent(sw, "", "  ")
-	if err != nil {
-		return err
-	}
-	var md strings.Builder
-	sw.Table(&md)
-	return errors.Join(os.WriteFile(filepath.Join(sw.Dir, "sweep.json"), append(b, '\n'), 0o644),
-		os.WriteFile(filepath.Join(sw.Dir, "sweep.md"), []byte(md.String()), 0o644),
+	return errors.Join(report.WriteTextAndJSON(sw.Dir, "sweep.md", sw.Table, "sweep.json", sw),
 		sw.Plot(filepath.Join(sw.Dir, "sweep")),
 		sw.PlotFigures(filepath.Join(sw.Dir, "sweep-figures")))
 }
@@ -352,12 +343,12 @@ func (sw *Sweep) Write() error {
 // runs judged, each measure's P with its interval, and the mean of each
 // of the runs' fractions (acknowledged writes lost, time with two
 // holders) with its interval, and of their episodes.
-func (sw *Sweep) Table(w interface{ WriteString(string) (int, error) }) {
-	w.WriteString(fmt.Sprintf("%s: P(violation) against %s (%s; %d run(s) a point; ttl %s)\n\n", sw.Story, sw.Param.Name, sw.Param.Unit, sw.Runs, sw.TTL))
-	w.WriteString("P: 95% Wilson intervals. Lost writes (of those acknowledged) and double-held time (of the run's span): " +
+func (sw *Sweep) Table(w io.Writer) {
+	fmt.Fprintf(w, "%s: P(violation) against %s (%s; %d run(s) a point; ttl %s)\n\n", sw.Story, sw.Param.Name, sw.Param.Unit, sw.Runs, sw.TTL)
+	io.WriteString(w, "P: 95% Wilson intervals. Lost writes (of those acknowledged) and double-held time (of the run's span): "+
 		"the mean of the judged runs' fractions with a 95% Student-t interval, [0, 1] from one run.\n\n")
-	w.WriteString(fmt.Sprintf("| lock | %s | judged | P(double holder) [95%%] | P(resource corrupted) [95%%] | lost writes [95%%] | double-held time [95%%] | episodes | not judged |\n"+
-		"|---|---|---|---|---|---|---|---|---|\n", sw.Param.Name))
+	fmt.Fprintf(w, "| lock | %s | judged | P(double holder) [95%%] | P(resource corrupted) [95%%] | lost writes [95%%] | double-held time [95%%] | episodes | not judged |\n"+
+		"|---|---|---|---|---|---|---|---|---|\n", sw.Param.Name)
 	for _, l := range sw.Locks {
 		for _, v := range sw.Spec.Values() {
 			c := sw.Cells[cellKey(l, v)]
@@ -367,8 +358,8 @@ func (sw *Sweep) Table(w interface{ WriteString(string) (int, error) }) {
 				lo, hi := Wilson(k, c.Judged)
 				ps = append(ps, fmt.Sprintf("%d/%d = %.2f [%.2f, %.2f]", k, c.Judged, frac(k, c.Judged), lo, hi))
 			}
-			w.WriteString(fmt.Sprintf("| %s | %g | %d | %s | %s | %s | %d |\n", l, v, c.Judged, ps[0], ps[1],
-				strings.Join(c.figureCells(), " | "), len(c.Unjudged)))
+			fmt.Fprintf(w, "| %s | %g | %d | %s | %s | %s | %d |\n", l, v, c.Judged, ps[0], ps[1],
+				strings.Join(c.figureCells(), " | "), len(c.Unjudged))
 		}
 	}
 }
