@@ -15,47 +15,74 @@ import (
 // Plot draws P(measure) against the parameter, one line per lock and
 // measure with its 95% Wilson interval as error bars, and the story's
 // threshold as a dashed line, to path.png and path.svg.
-func (sw *Sweep) Plot(path string) (err error) {
+func (sw *Sweep) Plot(path string) error {
+	title := fmt.Sprintf("%s: P(violation) against %s (%d run(s) a point, 95%% Wilson intervals)", sw.Story, sw.Param.Name, sw.Runs)
+	return sw.draw(path, title, "P", func(p *plot.Plot) (ylo, yhi float64, err error) {
+		style := 0
+		for _, l := range sw.Locks {
+			for mi, m := range Measures {
+				drawn, err := sw.series(p, l, plotutil.Color(style), mi == 1, fmt.Sprintf("%s: %s", l, m), func(c Cell) (y, lo, hi float64, ok bool) {
+					if c.Judged == 0 {
+						return 0, 0, 0, false
+					}
+					k := c.count(m)
+					lo, hi = Wilson(k, c.Judged)
+					return float64(k) / float64(c.Judged), lo, hi, true
+				})
+				if err != nil {
+					return 0, 0, err
+				}
+				if drawn {
+					style++
+				}
+			}
+		}
+		return -0.03, 1.03, nil
+	})
+}
+
+// series draws one curve of lock l: at each point of the range where at
+// gives a value for the lock's cell, the value with its interval as an
+// error bar. It says whether there was a point to draw.
+func (sw *Sweep) series(p *plot.Plot, l string, col color.Color, second bool, label string, at func(Cell) (y, lo, hi float64, ok bool)) (bool, error) {
+	var pts plotter.XYs
+	var errs plotter.YErrors
+	for _, v := range sw.Spec.Values() {
+		y, lo, hi, ok := at(sw.Cells[cellKey(l, v)])
+		if !ok {
+			continue
+		}
+		pts = append(pts, plotter.XY{X: v, Y: y})
+		errs = append(errs, struct{ Low, High float64 }{y - lo, hi - y})
+	}
+	if len(pts) == 0 {
+		return false, nil
+	}
+	return true, curve(p, pts, errs, col, second, label)
+}
+
+// draw draws a plot of the sweep to path.png and path.svg: its title and
+// labels, a grid and a legend, what fill adds (which says how far the y
+// axis goes), and the frame. gonum/plot panics on some degenerate data
+// (one point, say), which comes back as an error.
+func (sw *Sweep) draw(path, title, ylabel string, fill func(*plot.Plot) (ylo, yhi float64, err error)) (err error) {
 	defer func() {
-		// gonum/plot panics on some degenerate data (one point, say).
 		if r := recover(); r != nil {
 			err = fmt.Errorf("sweep: drawing %s: %v", path, r)
 		}
 	}()
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: P(violation) against %s (%d run(s) a point, 95%% Wilson intervals)", sw.Story, sw.Param.Name, sw.Runs)
+	p.Title.Text = title
 	p.X.Label.Text = fmt.Sprintf("%s (%s)", sw.Param.Name, sw.Param.Unit)
-	p.Y.Label.Text = "P"
-	p.Y.Min, p.Y.Max = -0.03, 1.03
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Y.Label.Text = ylabel
+	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
-	style := 0
-	for _, l := range sw.Locks {
-		for mi, m := range Measures {
-			var pts plotter.XYs
-			var errs plotter.YErrors
-			for _, v := range sw.Spec.Values() {
-				c := sw.Cells[cellKey(l, v)]
-				if c.Judged == 0 {
-					continue
-				}
-				k := c.count(m)
-				lo, hi := Wilson(k, c.Judged)
-				pv := float64(k) / float64(c.Judged)
-				pts = append(pts, plotter.XY{X: v, Y: pv})
-				errs = append(errs, struct{ Low, High float64 }{pv - lo, hi - pv})
-			}
-			if len(pts) == 0 {
-				continue
-			}
-			if err := curve(p, pts, errs, plotutil.Color(style), mi == 1, fmt.Sprintf("%s: %s", l, m)); err != nil {
-				return err
-			}
-			style++
-		}
+	ylo, yhi, err := fill(p)
+	if err != nil {
+		return err
 	}
-	if err := sw.frame(p, -0.03, 1.03); err != nil {
+	p.Y.Min, p.Y.Max = ylo, yhi
+	if err := sw.frame(p, ylo, yhi); err != nil {
 		return err
 	}
 	return save(p, path)
@@ -125,44 +152,25 @@ func save(p *plot.Plot, path string) error {
 // intervals as error bars, and the threshold as Plot marks it, to
 // path.png and path.svg. Its y axis ends a little above the highest
 // interval, since a lost fraction of 0.01 would be flat on one of 0..1.
-func (sw *Sweep) PlotFigures(path string) (err error) {
-	defer func() {
-		// As Plot's: gonum/plot panics on some degenerate data.
-		if r := recover(); r != nil {
-			err = fmt.Errorf("sweep: drawing %s: %v", path, r)
-		}
-	}()
-	p := plot.New()
-	p.Title.Text = fmt.Sprintf("%s: writes lost and time double-held against %s (%d run(s) a point, 95%% Student-t intervals)", sw.Story, sw.Param.Name, sw.Runs)
-	p.X.Label.Text = fmt.Sprintf("%s (%s)", sw.Param.Name, sw.Param.Unit)
-	p.Y.Label.Text = "fraction (of acknowledged writes; of the run's time)"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Add(plotter.NewGrid())
-	top := 0.01
-	for li, l := range sw.Locks {
-		for fi, fr := range fractions {
-			var pts plotter.XYs
-			var errs plotter.YErrors
-			for _, v := range sw.Spec.Values() {
-				m, lo, hi := MeanInterval(sw.Cells[cellKey(l, v)].values(fr))
-				if math.IsNaN(m) {
-					continue
+func (sw *Sweep) PlotFigures(path string) error {
+	title := fmt.Sprintf("%s: writes lost and time double-held against %s (%d run(s) a point, 95%% Student-t intervals)", sw.Story, sw.Param.Name, sw.Runs)
+	return sw.draw(path, title, "fraction (of acknowledged writes; of the run's time)", func(p *plot.Plot) (ylo, yhi float64, err error) {
+		top := 0.01
+		for li, l := range sw.Locks {
+			for fi, fr := range fractions {
+				_, err := sw.series(p, l, plotutil.Color(li), fi == 1, fmt.Sprintf("%s: %s", l, fr.name), func(c Cell) (y, lo, hi float64, ok bool) {
+					y, lo, hi = MeanInterval(c.values(fr))
+					if math.IsNaN(y) {
+						return 0, 0, 0, false
+					}
+					top = max(top, hi)
+					return y, lo, hi, true
+				})
+				if err != nil {
+					return 0, 0, err
 				}
-				pts = append(pts, plotter.XY{X: v, Y: m})
-				errs = append(errs, struct{ Low, High float64 }{m - lo, hi - m})
-				top = max(top, hi)
-			}
-			if len(pts) == 0 {
-				continue
-			}
-			if err := curve(p, pts, errs, plotutil.Color(li), fi == 1, fmt.Sprintf("%s: %s", l, fr.name)); err != nil {
-				return err
 			}
 		}
-	}
-	p.Y.Min, p.Y.Max = -0.03*top, 1.03*top
-	if err := sw.frame(p, p.Y.Min, p.Y.Max); err != nil {
-		return err
-	}
-	return save(p, path)
+		return -0.03 * top, 1.03 * top, nil
+	})
 }
