@@ -20,7 +20,7 @@ func TestIntervalRunReplaysFromItsSeed(t *testing.T) {
 	iv := &scenario.Interval{Faults: []string{"pause"}, Every: workloads.UniformDist(300*time.Millisecond, 600*time.Millisecond),
 		For: workloads.FixedDist(200 * time.Millisecond)}
 	runSeed := func(seed int64) *Result {
-		res, err := RunUnstarved(context.Background(), Options{Scenario: IntervalStory, Lock: "set-nx-px", TTL: 250 * time.Millisecond,
+		res, err := RunUnstarved(context.Background(), Options{Scenario: scenario.IntervalStory, Lock: "set-nx-px", TTL: 250 * time.Millisecond,
 			TimeLimit: 3 * time.Second, Seed: seed, Interval: iv, Workload: workloads.Shape{Hold: workloads.FixedDist(20 * time.Millisecond)},
 			Out: t.TempDir()}, t.Logf)
 		if err != nil {

@@ -368,10 +368,10 @@ func withSystem(s scenario.Scenario, o Options, info locks.Info) (scenario.Scena
 	if o.Workload.FenceReads && o.ClientProcs {
 		return s, o, usagef("-fence-reads: the store checks a token on a read for clients inside the harness; lock %s's clients are processes of their own (-client-procs, a worker program or a lock service's), whose reads carry no token", o.Lock)
 	}
-	onInterval := s.Name == IntervalStory || s.Interval != nil
+	onInterval := s.Name == scenario.IntervalStory || s.Interval != nil
 	switch {
 	case o.Interval != nil && !onInterval:
-		return s, o, usagef("-faults: scenario %s tells its own faults; faults on an interval are the %s story's (-scenario %s)", s.Name, IntervalStory, IntervalStory)
+		return s, o, usagef("-faults: scenario %s tells its own faults; faults on an interval are the %s story's (-scenario %s)", s.Name, scenario.IntervalStory, scenario.IntervalStory)
 	case !onInterval:
 		return s, o, nil
 	case o.Interval == nil && s.Interval == nil:
@@ -392,10 +392,6 @@ func withSystem(s scenario.Scenario, o Options, info locks.Info) (scenario.Scena
 	}
 	return s, o, nil
 }
-
-// IntervalStory is the story of faults on an interval that a run names
-// with Options.Interval.
-const IntervalStory = "interval"
 
 // toldOn is the lock as the story at params runs it: a lock of as many
 // nodes as the story is told on by default runs on as many as its nodes

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -82,30 +83,32 @@ var intervalKinds = map[string]intervalKind{
 // what each does, sorted.
 func IntervalKinds() []string {
 	var out []string
-	for name, k := range intervalKinds {
-		out = append(out, name+": "+k.help)
+	for _, name := range slices.Sorted(maps.Keys(intervalKinds)) {
+		out = append(out, name+": "+intervalKinds[name].help)
 	}
-	slices.Sort(out)
 	return out
 }
 
-// intervalNames are the kinds' names, sorted.
-func intervalNames() string {
-	var out []string
-	for name := range intervalKinds {
-		out = append(out, name)
+// lookupInterval is the interval kind named f, or an error that lists
+// them.
+func lookupInterval(f string) (intervalKind, error) {
+	k, ok := intervalKinds[f]
+	if !ok {
+		return k, fmt.Errorf("fault kind %q: want some of %s", f, intervalNames())
 	}
-	slices.Sort(out)
-	return strings.Join(out, ", ")
+	return k, nil
 }
+
+// intervalNames are the kinds' names, sorted, as a list.
+func intervalNames() string { return strings.Join(slices.Sorted(maps.Keys(intervalKinds)), ", ") }
 
 // ParseFaults reads a comma-separated list of interval kinds.
 func ParseFaults(s string) ([]string, error) {
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
-		if _, ok := intervalKinds[f]; !ok {
-			return nil, fmt.Errorf("fault kind %q: want some of %s", f, intervalNames())
+		if _, err := lookupInterval(f); err != nil {
+			return nil, err
 		}
 		if !slices.Contains(out, f) {
 			out = append(out, f)
@@ -126,11 +129,11 @@ func (iv Interval) Check(nodes int) error {
 		return fmt.Errorf("an interval run needs the faults' lengths (-fault-for 500ms or 200ms..1s)")
 	}
 	for _, f := range iv.Faults {
-		k, ok := intervalKinds[f]
-		switch {
-		case !ok:
-			return fmt.Errorf("fault kind %q: want some of %s", f, intervalNames())
-		case k.nodes && nodes == 0:
+		k, err := lookupInterval(f)
+		if err != nil {
+			return err
+		}
+		if k.nodes && nodes == 0 {
 			return fmt.Errorf("fault kind %s acts on the lock's server, and this lock has none", f)
 		}
 	}
@@ -174,15 +177,20 @@ func intervalPlan(e *Env) (Plan, error) {
 		if t+d > healAt {
 			break
 		}
-		p = append(p, kind.steps(e, pick, ttls(t.Round(time.Millisecond)), ttls(t.Round(time.Millisecond)+d))...)
+		at := t.Round(time.Millisecond)
+		p = append(p, kind.steps(e, pick, ttls(at), ttls(at+d))...)
 		free = t + d
 	}
 	return append(p, Step{At: ttls(healAt), Action: Action{Do: "heal-all"}}), nil
 }
 
+// IntervalStory is the story of faults on an interval, which a run tells
+// with its own (engine.Options.Interval).
+const IntervalStory = "interval"
+
 func intervalStory(add func(Scenario)) {
 	add(Scenario{
-		Name: "interval",
+		Name: IntervalStory,
 		Story: "Your system's faults: kinds you name (-faults), one every -fault-every, each lasting a draw of -fault-for, " +
 			"for the whole run, then a final heal; the seed replays it. Read the figures (writes lost, time with two holders) beside the verdict.",
 		TimeLimitTTLs: 30, MinTimeLimitTTLs: 6,

@@ -37,6 +37,15 @@ type pairPlan struct {
 
 func (p pairPlan) name() string { return p.scenario + " / " + p.lock }
 
+// seats is how many of a room of room seats the pair takes: one, or every
+// one for a story that runs alone.
+func (p pairPlan) seats(room int) int {
+	if p.alone {
+		return room
+	}
+	return 1
+}
+
 // overhead is a run's time beyond its clients' time limit, in the two
 // parts it is learned in: start-up, from taking its seats to every client
 // ready (nodes started, clients connected), and wind-up, from the clients'
@@ -359,7 +368,7 @@ func newTracker(out, errOut io.Writer, plan []pairPlan, parallel, seats int, liv
 	for i, p := range plan {
 		t.queue = append(t.queue, i)
 		t.width = max(t.width, min(len(p.name()), 52))
-		t.use[i].seats = t.seatsOf(p)
+		t.use[i].seats = p.seats(t.seats)
 	}
 	if live {
 		t.stopDrawing = make(chan struct{})
@@ -394,13 +403,6 @@ func (t *tracker) stop() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.clearLocked()
-}
-
-func (t *tracker) seatsOf(p pairPlan) int {
-	if p.alone {
-		return t.seats
-	}
-	return 1
 }
 
 // runAgain tracks the second runs of the starved pairs in order, one at a
@@ -486,15 +488,16 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 		u.runs++
 		t.waited[p.alone] = append(t.waited[p.alone], max(waited-r.foreseen, 0))
 		if !r.ready.IsZero() {
-			u.start += r.ready.Sub(res.Started)
+			// The wind-up is the judging, with seats held, and the report after.
+			o := overhead{startup: r.ready.Sub(res.Started), windup: now.Sub(r.ready) - p.limit}
+			u.start += o.startup
 			u.story += p.limit
 			u.judge += freed.Sub(r.ready) - p.limit
 			u.reports += now.Sub(freed)
-		}
-		if err == nil && !r.ready.IsZero() {
-			o := overhead{startup: r.ready.Sub(res.Started), windup: now.Sub(r.ready) - p.limit}
-			t.seen = append(t.seen, o)
-			t.seenByLock[p.lock] = append(t.seenByLock[p.lock], o)
+			if err == nil {
+				t.seen = append(t.seen, o)
+				t.seenByLock[p.lock] = append(t.seenByLock[p.lock], o)
+			}
 		}
 	}
 	t.done++
@@ -541,7 +544,7 @@ func (t *tracker) jobsLocked(now time.Time) ([]job, []int) {
 			continue
 		}
 		o := t.expected(p)
-		jobs = append(jobs, job{left: max(p.limit+o.windup-now.Sub(r.ready), 0), seats: t.seatsOf(p), holding: true})
+		jobs = append(jobs, job{left: max(p.limit+o.windup-now.Sub(r.ready), 0), seats: p.seats(t.seats), holding: true})
 		pairs = append(pairs, i)
 	}
 	whole := func(p pairPlan) time.Duration {
@@ -550,10 +553,10 @@ func (t *tracker) jobsLocked(now time.Time) ([]job, []int) {
 	slices.SortFunc(pending, t.byBegun)
 	for _, i := range pending {
 		p := t.plan[i]
-		jobs = append(jobs, job{left: max(whole(p)-now.Sub(t.runs[i].begun), p.limit+t.expected(p).windup), seats: t.seatsOf(p)})
+		jobs = append(jobs, job{left: max(whole(p)-now.Sub(t.runs[i].begun), p.limit+t.expected(p).windup), seats: p.seats(t.seats)})
 	}
 	for _, i := range t.queue {
-		jobs = append(jobs, job{left: whole(t.plan[i]), seats: t.seatsOf(t.plan[i])})
+		jobs = append(jobs, job{left: whole(t.plan[i]), seats: t.plan[i].seats(t.seats)})
 	}
 	return jobs, append(pairs, append(pending, t.queue...)...)
 }

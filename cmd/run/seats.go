@@ -89,11 +89,7 @@ func seatTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall 
 func storyBound(plan []pairPlan, roomSeats int) time.Duration {
 	var seatTime float64
 	for _, p := range plan {
-		seats := 1
-		if p.alone {
-			seats = roomSeats
-		}
-		seatTime += float64(seats) * p.limit.Seconds()
+		seatTime += float64(p.seats(roomSeats)) * p.limit.Seconds()
 	}
 	return time.Duration(seatTime / float64(max(roomSeats, 1)) * float64(time.Second))
 }
