@@ -14,14 +14,8 @@ import (
 // whose token is greater.
 func TestEtcdLockSurvivesItsLeaderAndNotACutOffHolder(t *testing.T) {
 	b := start(t, "etcd-fenced", "etcd")
-	c1, c2 := b.lock("c1", 0), b.lock("c2", 0)
-	exclusive(t, c1, c2)
+	c1, c2, lease := holding(t, b)
 	ctx := context.Background()
-
-	lease, err := c1.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var leader int
 	for i, n := range b.nodes {
 		if role, _ := n.Role(ctx); role == "leader" {

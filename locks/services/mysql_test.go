@@ -187,13 +187,8 @@ func TestMySQLServerAnswersAsTheLocksRead(t *testing.T) {
 // deletes the row.
 func TestMySQLRowRefusesASecondInsert(t *testing.T) {
 	b := start(t, "mysql-row", mariadbServer)
-	c1, c2 := b.lock("c1", 0), b.lock("c2", 0)
-	exclusive(t, c1, c2)
+	c1, c2, lease := holding(t, b)
 	ctx := context.Background()
-	lease, err := c1.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	began := time.Now()
 	if _, err := c2.Acquire(ctx, "k"); !errors.Is(err, locks.ErrNotAcquired) {
 		t.Fatalf("a second INSERT: %v, want ErrNotAcquired", err)
@@ -261,13 +256,8 @@ func TestMySQLRowSurvivesItsHolderAndAServerKill(t *testing.T) {
 // the server and is granted when the holder COMMITs, not before.
 func TestMySQLForUpdateBlocksUntilTheCommit(t *testing.T) {
 	b := start(t, "mysql-for-update", mariadbServer)
-	c1, c2 := b.lock("c1", 0), b.lock("c2", 0)
-	exclusive(t, c1, c2)
+	c1, _, lease := holding(t, b)
 	ctx := context.Background()
-	lease, err := c1.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	waiter := mysqlClient(b, "c3", 3*time.Second)
 	type result struct {
 		lease locks.Lease

@@ -125,18 +125,26 @@ func exclusive(t *testing.T, a, b locks.Lock) {
 	}
 }
 
+// holding is two clients of b's lock, each shown to exclude the other,
+// the first holding "k".
+func holding(t *testing.T, b *bench) (c1, c2 locks.Lock, lease locks.Lease) {
+	t.Helper()
+	c1, c2 = b.lock("c1", 0), b.lock("c2", 0)
+	exclusive(t, c1, c2)
+	lease, err := c1.Acquire(context.Background(), "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c1, c2, lease
+}
+
 // releasedWithItsSession: a session lock of b's is freed when the
 // holder's connection closes: another client has it at once, and the dead
 // session's release is unknown (the server may not have noticed yet).
 func releasedWithItsSession(t *testing.T, b *bench) {
 	t.Helper()
-	c1, c2 := b.lock("c1", 0), b.lock("c2", 0)
-	exclusive(t, c1, c2)
+	c1, c2, lease := holding(t, b)
 	ctx := context.Background()
-	lease, err := c1.Acquire(ctx, "k")
-	if err != nil {
-		t.Fatal(err)
-	}
 	if err := c1.(interface{ Close() error }).Close(); err != nil {
 		t.Fatal(err)
 	}
