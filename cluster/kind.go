@@ -57,8 +57,14 @@ type Kind struct {
 	// the whole machine rather than a seat: what its servers and its
 	// clients' worker processes take of two cores makes a neighbour's
 	// timers late, as measured (docs/ci-and-benchmarks.md). Unset, its
-	// pairs take a seat each, as Redis's do.
+	// pairs take a core each, or half of one where Light.
 	Alone string
+	// Light, when set, says why a pair on local servers of this kind whose
+	// clients are goroutines of the harness takes half a core (one seat of
+	// the room, engine.Resolved.Seats) rather than a core, as measured:
+	// its servers and clients leave most of a core idle, and the lateness
+	// meter reads everything a neighbour could delay.
+	Light string
 	// StartTimeout bounds how long a local start waits for Ready (default
 	// 5 s).
 	StartTimeout time.Duration

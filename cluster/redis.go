@@ -13,6 +13,10 @@ import (
 // its process id and its data, so a start counts only once our process
 // answers with its AOF loaded.
 var RedisKind = &Kind{
+	// Measured (docs/ci-and-benchmarks.md): the 230 Redis pairs whose
+	// clients are Go, four at a time on two cores, kept every verdict,
+	// idle and beside two busy loops, using 0.8 of a core on average.
+	Light:       "a Redis pair with its clients in the harness uses under half a core: its servers answer in microseconds and its clients wait on them",
 	Name:        "redis",
 	Binary:      "redis-server",
 	Install:     "install it with `go run github.com/locktorture/locktorture/cmd/setup` (apt-get install redis-server) or pass its path",

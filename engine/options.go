@@ -166,6 +166,23 @@ func (p Resolved) Alone() bool {
 	return p.Scenario.Alone != "" || p.Options.Alone || err == nil && kind.Alone != ""
 }
 
+// Seats is how many of the machine-wide room's seats the run takes (a
+// seat is half a core): every one alone; one where the run is light, its
+// clients goroutines of the harness (whose timers the lateness meter
+// reads, so a neighbour that delays them starves the run, which then
+// runs again alone) on local servers of a kind measured light
+// (cluster.Kind.Light); else two, a core.
+func (p Resolved) Seats() int {
+	if p.Alone() {
+		return Seats()
+	}
+	kind, err := cluster.LookupKind(p.Lock.ServerKind())
+	if err == nil && kind.Light != "" && !p.Options.ClientProcs && p.Options.Backend == cluster.Local {
+		return 1
+	}
+	return SeatsPerCore
+}
+
 // Resolve checks the options against the catalogue and fills in defaults.
 // Every error is a *UsageError naming the valid choices.
 func Resolve(o Options) (Resolved, error) {

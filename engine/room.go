@@ -12,8 +12,9 @@ import (
 
 // The room is machine-wide: every run of a story on this machine, from any
 // process (a matrix, go test's packages side by side, a user's second
-// terminal), holds one of its seats, one per core, and a story marked Alone
-// holds them all. A matrix's -parallel bounds only its own runs; the room
+// terminal), holds some of its seats, two per core, and a story marked
+// Alone holds them all. A seat is half a core: a light run (Resolved.Seats)
+// takes one, any other a core's two. A matrix's -parallel bounds only its own runs; the room
 // bounds them all, so `make test` can run the unit tests beside the matrix
 // without four stories fighting over two cores, and a watchdog story still
 // gets the machine to itself.
@@ -30,22 +31,31 @@ type room struct {
 	seats int
 }
 
-// machineRoom is the room every run enters, a seat per core (tests make
-// rooms of their own).
-func machineRoom() room { return room{name: "locktorture-room", seats: runtime.NumCPU()} }
+// SeatsPerCore is how many seats the room has per core.
+const SeatsPerCore = 2
 
-// Seats is how many runs the machine's room seats at once, a seat per core:
-// what a matrix's time left is reckoned with.
+// machineRoom is the room every run enters, two seats per core (tests
+// make rooms of their own).
+func machineRoom() room {
+	return room{name: "locktorture-room", seats: SeatsPerCore * runtime.NumCPU()}
+}
+
+// Seats is how many seats the machine's room has, two per core: how many
+// light runs it holds at once, and what a matrix's time left is reckoned
+// with.
 func Seats() int { return machineRoom().seats }
 
 // roomPoll is how often a waiting run tries again: a taken name cannot be
 // waited on, and a story waiting for the room has no finer timing to keep.
 const roomPoll = 20 * time.Millisecond
 
-// enter waits until the run has one of the room's seats (all of them,
-// alone) and returns what gives them up. It says once, through logf, that
-// it waits. A cancelled ctx ends the wait with ctx's error.
-func (r room) enter(ctx context.Context, alone bool, logf func(string, ...any)) (leave func(), err error) {
+// enter waits until the run holds n of the room's seats (all of them,
+// alone, for n at or above the room's) and returns what gives them up. It
+// says once, through logf, that it waits. A cancelled ctx ends the wait
+// with ctx's error.
+func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leave func(), err error) {
+	n = min(max(n, 1), r.seats)
+	alone := n == r.seats
 	var held []net.Listener
 	leave = func() {
 		for _, l := range held {
@@ -64,7 +74,7 @@ func (r room) enter(ctx context.Context, alone bool, logf func(string, ...any)) 
 				if alone {
 					logf("waiting for the other locktorture runs on this machine to end: this story runs alone")
 				} else {
-					logf("waiting for a seat: other locktorture runs use all %d of this machine's", r.seats)
+					logf("waiting for %d seat(s): other locktorture runs use the %d of this machine's", n, r.seats)
 				}
 			}
 			select {
@@ -96,12 +106,12 @@ func (r room) enter(ctx context.Context, alone bool, logf func(string, ...any)) 
 			}
 			if ok {
 				held, taken[i] = append(held, l), true
-				if !alone {
+				if len(held) == n {
 					return true, nil
 				}
 			}
 		}
-		return len(held) == r.seats, nil
+		return false, nil
 	})
 	if err != nil {
 		leave()

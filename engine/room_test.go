@@ -20,17 +20,17 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	r := testRoom(t)
 	ctx := context.Background()
 	quiet := func(string, ...any) {}
-	leaveFirst, err := r.enter(ctx, false, quiet)
+	leaveFirst, err := r.enter(ctx, 1, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A second run gets the other seat; a third waits for one of theirs.
-	leaveSecond, err := r.enter(ctx, false, quiet)
+	leaveSecond, err := r.enter(ctx, 1, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
 	short, cancel := context.WithTimeout(ctx, 3*roomPoll)
-	if _, err := r.enter(short, false, quiet); err == nil {
+	if _, err := r.enter(short, 1, quiet); err == nil {
 		t.Fatal("a third run got a seat of two")
 	}
 	cancel()
@@ -39,7 +39,7 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	events := make(chan string, 3)
 	aloneIn := make(chan func())
 	go func() {
-		leave, err := r.enter(ctx, true, func(string, ...any) { events <- "alone waits" })
+		leave, err := r.enter(ctx, r.seats, func(string, ...any) { events <- "alone waits" })
 		if err != nil {
 			t.Error(err)
 		}
@@ -59,7 +59,7 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	}
 	lateIn := make(chan func())
 	go func() {
-		leave, err := r.enter(ctx, false, quiet)
+		leave, err := r.enter(ctx, 1, quiet)
 		if err != nil {
 			t.Error(err)
 		}
@@ -91,14 +91,55 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 // A run waiting for the room stops waiting when its context ends.
 func TestRoomWaitEndsWithTheContext(t *testing.T) {
 	r := testRoom(t)
-	leave, err := r.enter(context.Background(), true, func(string, ...any) {})
+	leave, err := r.enter(context.Background(), r.seats, func(string, ...any) {})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer leave()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
 	defer cancel()
-	if _, err := r.enter(ctx, false, func(string, ...any) {}); err == nil {
+	if _, err := r.enter(ctx, 1, func(string, ...any) {}); err == nil {
 		t.Fatal("entered a room held alone")
 	}
+}
+
+// Runs take the seats they ask for: in a room of four, a run of a core
+// (two seats) and two light ones (one each) fill it, and a light run more
+// waits until one of them leaves; a run of a core waits for two free
+// seats, however many light runs come and go.
+func TestRoomSeatsRunsByWeight(t *testing.T) {
+	r := room{name: fmt.Sprintf("locktorture-test-%d-%s", os.Getpid(), t.Name()), seats: 4}
+	ctx, quiet := context.Background(), func(string, ...any) {}
+	core, err := r.enter(ctx, 2, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	light1, err := r.enter(ctx, 1, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	light2, err := r.enter(ctx, 1, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 3*roomPoll)
+	if _, err := r.enter(short, 1, quiet); err == nil {
+		t.Fatal("a fifth seat was taken of four")
+	}
+	cancel()
+	light1()
+	short, cancel = context.WithTimeout(ctx, 3*roomPoll)
+	if _, err := r.enter(short, 2, quiet); err == nil {
+		t.Fatal("a run of two seats got in with one free")
+	}
+	cancel()
+	light2()
+	short, cancel = context.WithTimeout(ctx, 10*roomPoll)
+	defer cancel()
+	second, err := r.enter(short, 2, quiet)
+	if err != nil {
+		t.Fatalf("a run of two seats with two free: %v", err)
+	}
+	second()
+	core()
 }

@@ -72,7 +72,7 @@ type runner struct {
 	s        scenario.Scenario
 	info     locks.Info
 	expected verdict.Expectation
-	alone    bool // Resolved.Alone
+	seats    int // Resolved.Seats
 
 	res   *Result
 	rec   *history.Recorder
@@ -93,7 +93,7 @@ type runner struct {
 
 // newRunner is the run p resolves to, before its first phase.
 func newRunner(p Resolved) *runner {
-	return &runner{o: p.Options, s: p.Scenario, info: p.Lock, expected: p.Expected, alone: p.Alone()}
+	return &runner{o: p.Options, s: p.Scenario, info: p.Lock, expected: p.Expected, seats: p.Seats()}
 }
 
 // onExit has cleanup call stop.
@@ -118,7 +118,7 @@ func (r *runner) logf(format string, a ...any) {
 // enterRoom takes the run's seats in the machine's room (all of them for
 // a run alone) and gives them up when the run ends.
 func (r *runner) enterRoom(ctx context.Context) error {
-	leave, err := machineRoom().enter(ctx, r.alone, r.logf)
+	leave, err := machineRoom().enter(ctx, r.seats, r.logf)
 	if err != nil {
 		return err
 	}
@@ -140,11 +140,7 @@ func (r *runner) createRecorder() error {
 	if err != nil {
 		return fmt.Errorf("results dir: %w", err)
 	}
-	seats := 1
-	if r.alone {
-		seats = Seats()
-	}
-	r.res = &Result{Seats: seats, Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: r.expected, Seed: o.Seed,
+	r.res = &Result{Seats: r.seats, Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: r.expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params,
 		Workload: o.Workload, Interval: o.Interval}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)

@@ -168,7 +168,7 @@ func (m *matrixRun) resolve() error {
 		if err != nil {
 			return err
 		}
-		m.plans[i] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone(), kind: plan.Lock.ServerKind()}
+		m.plans[i] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone(), take: plan.Seats(), kind: plan.Lock.ServerKind()}
 	}
 	return nil
 }

@@ -30,6 +30,9 @@ type pairPlan struct {
 	limit time.Duration
 	// alone: the story takes every seat of the machine-wide room.
 	alone bool
+	// take is how many seats it takes otherwise (engine.Resolved.Seats:
+	// one for a light pair, a core's two else); 0 is one.
+	take int
 	// kind is the lock's server kind, by which the matrix says where its
 	// time went.
 	kind string
@@ -37,13 +40,13 @@ type pairPlan struct {
 
 func (p pairPlan) name() string { return p.scenario + " / " + p.lock }
 
-// seats is how many of a room of room seats the pair takes: one, or every
-// one for a story that runs alone.
+// seats is how many of a room of room seats the pair takes: its take, or
+// every one for a story that runs alone.
 func (p pairPlan) seats(room int) int {
 	if p.alone {
 		return room
 	}
-	return 1
+	return min(max(p.take, 1), room)
 }
 
 // overhead is a run's time beyond its clients' time limit, in the two
