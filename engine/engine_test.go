@@ -221,6 +221,27 @@ func TestNodesParameterSetsTheLocksNodes(t *testing.T) {
 	}
 }
 
+// server-crash pauses the holder inside its lease after its server's
+// restart: a lock whose holds end at a deadline is told at a lease the
+// restart fits in (etcd's second of recovery over the 0.6 of a lease the
+// story leaves it, in etcd's whole seconds), a session's lock and a Redis
+// lock at the story's own.
+func TestServerCrashLeaseFitsTheRestart(t *testing.T) {
+	for lock, want := range map[string]time.Duration{"etcd3": 2 * time.Second, "etcd3-fenced": 2 * time.Second,
+		"kazoo": time.Second, "set-nx-px": 500 * time.Millisecond} {
+		p, err := Resolve(Options{Scenario: "server-crash", Lock: lock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Options.TTL != want {
+			t.Errorf("server-crash / %s: TTL %s, want %s", lock, p.Options.TTL, want)
+		}
+	}
+	if p, err := Resolve(Options{Scenario: "baseline", Lock: "etcd3"}); err != nil || p.Options.TTL != time.Second {
+		t.Errorf("baseline / etcd3: TTL %s (%v), want its MinTTL, 1s: no restart to fit", p.Options.TTL, err)
+	}
+}
+
 func TestInterruptedRunKeepsHistory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -289,7 +289,7 @@ func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 		o.Clients = s.Clients
 	}
 	if o.TTL == 0 {
-		o.TTL = max(s.TTL, info.MinTTL)
+		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info))
 	}
 	if o.TimeLimit == 0 {
 		o.TimeLimit = s.TimeLimit(o.TTL)
@@ -301,6 +301,27 @@ func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 		o.Backend = cluster.Local
 	}
 	return o
+}
+
+// restartTTL is the shortest lease at which a story that leaves a node's
+// restart a share of the lease (Scenario.RestartShare) fits the restart of
+// the lock's server kind (cluster.Kind.Recovery, as measured), for a lock
+// whose holds end at a deadline (a session's have none to cut a pause
+// at), in the lock's own grain (MinTTL: etcd's whole seconds); 0 for any
+// other.
+func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
+	if s.RestartShare <= 0 || info.Traits.Ends != locks.Expires {
+		return 0
+	}
+	kind, err := cluster.LookupKind(info.ServerKind())
+	if err != nil || kind.Recovery <= 0 {
+		return 0
+	}
+	need := time.Duration(float64(kind.Recovery) / s.RestartShare)
+	if g := info.MinTTL; g > 0 {
+		need = (need + g - 1) / g * g
+	}
+	return need
 }
 
 // checkSizes checks the run's client count, lease and time limit against

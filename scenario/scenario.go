@@ -147,6 +147,13 @@ type Scenario struct {
 	// MinTTL, when set, is the shortest lease the story can be told with:
 	// its fault takes seconds of its own (a Sentinel failover), not TTLs.
 	MinTTL time.Duration `json:"-"`
+	// RestartShare, when set, is the share of a lease the story leaves a
+	// node's restart (the rest is the holder's pause inside its lease and
+	// the margin it wakes with): a lock whose holds end at a deadline is
+	// told at a lease its server kind's restart (cluster.Kind.Recovery)
+	// fits in, or the pause would be cut below the story's and the run
+	// starve.
+	RestartShare float64 `json:"-"`
 	// ExactClients, when set, is the only client count the story works
 	// with (one client on each side of a partition).
 	ExactClients int `json:"exact_clients,omitempty"`

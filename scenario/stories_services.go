@@ -22,6 +22,7 @@ func serverCrashStory() Scenario {
 		Story: "While a client holds the lock, its server (for an ensemble, member n1) loses power (kill -9, and what its disk " +
 			"had not synced is gone) and restarts at once; the holder, briefly paused inside its lease, then writes.",
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
+		RestartShare: holderRestartShare,
 		Rules: []Rule{
 			leaveOut(and(zooKeeperLibrary, clientEndsSession), "Curator ends its session by its own clock a session timeout after it lost its member (ClientEndsSession), and the ZooKeeper client sleeps a random 0 to 1 s before it tries the next member (ClientCnxn.SendThread.startConnect): at the story's 1 s session, whether it is back in time is a draw (1 of 5 idle runs of curator here, and curator-listener in a make run, lost the session, and another client took the lock); ensemble-restart tells Curator's own expiry (curator#1121)"),
 			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Safe,
@@ -160,5 +161,14 @@ func serverClockJumpStory() Scenario {
 // so a lock that forgot the holder has handed the key on before the
 // holder writes.
 func holderInLease(then ...Action) Step {
-	return arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), InLease: TTLs(0.1), MinPause: TTLs(0.3), Then: then})
+	return arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), InLease: TTLs(holderWakesIn), MinPause: TTLs(holderPausesAtLeast), Then: then})
 }
+
+// A holder caught by holderInLease pauses at least holderPausesAtLeast
+// and wakes holderWakesIn before its lease ends (in TTLs): what is left
+// of a lease is the share Then (a node's restart) may take.
+const (
+	holderWakesIn       = 0.1
+	holderPausesAtLeast = 0.3
+	holderRestartShare  = 1 - holderWakesIn - holderPausesAtLeast
+)
