@@ -169,6 +169,8 @@ func (s Scenario) Check() error {
 		return bad("exact_clients", "%d is below zero", s.ExactClients)
 	case s.Nodes < 0:
 		return bad("nodes", "%d is below zero", s.Nodes)
+	case s.RestartShare < 0 || s.RestartShare >= 1:
+		return bad("restart_share", "%g: want a share of the lease, from 0 up to 1", s.RestartShare)
 	case s.TimeLimitTTLs < 0:
 		return bad("time_limit_ttls", "%g is below zero", s.TimeLimitTTLs)
 	case s.MinTimeLimitTTLs < 0 || s.MinTimeLimitTTLs > s.TimeLimitTTLs && s.TimeLimitTTLs > 0:

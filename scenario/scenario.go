@@ -153,7 +153,7 @@ type Scenario struct {
 	// told at a lease its server kind's restart (cluster.Kind.Recovery)
 	// fits in, or the pause would be cut below the story's and the run
 	// starve.
-	RestartShare float64 `json:"-"`
+	RestartShare float64 `json:"restart_share,omitempty"`
 	// ExactClients, when set, is the only client count the story works
 	// with (one client on each side of a partition).
 	ExactClients int `json:"exact_clients,omitempty"`
