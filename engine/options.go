@@ -162,8 +162,16 @@ type Resolved struct {
 // it, or its lock runs on a kind of server whose pairs take more than a
 // seat's share of the machine, as measured (cluster.Kind.Alone).
 func (p Resolved) Alone() bool {
-	kind, err := cluster.LookupKind(p.Lock.ServerKind())
-	return p.Scenario.Alone != "" || p.Options.Alone || err == nil && kind.Alone != ""
+	return p.Scenario.Alone != "" || p.Options.Alone || p.kind().Alone != ""
+}
+
+// kind is the lock's server kind, or an empty one for a kind the cluster
+// does not know (a user's own lock's), which asks for nothing.
+func (p Resolved) kind() *cluster.Kind {
+	if k, err := cluster.LookupKind(p.Lock.ServerKind()); err == nil {
+		return k
+	}
+	return &cluster.Kind{}
 }
 
 // Seats is how many of the machine-wide room's seats the run takes (a
@@ -176,8 +184,7 @@ func (p Resolved) Seats() int {
 	if p.Alone() {
 		return Seats()
 	}
-	kind, err := cluster.LookupKind(p.Lock.ServerKind())
-	if err == nil && kind.Light != "" && !p.Options.ClientProcs && p.Options.Backend == cluster.Local {
+	if p.kind().Light != "" && !p.Options.ClientProcs && p.Options.Backend == cluster.Local {
 		return 1
 	}
 	return SeatsPerCore

@@ -14,10 +14,10 @@ import (
 // process (a matrix, go test's packages side by side, a user's second
 // terminal), holds some of its seats, two per core, and a story marked
 // Alone holds them all. A seat is half a core: a light run (Resolved.Seats)
-// takes one, any other a core's two. A matrix's -parallel bounds only its own runs; the room
-// bounds them all, so `make test` can run the unit tests beside the matrix
-// without four stories fighting over two cores, and a watchdog story still
-// gets the machine to itself.
+// takes one, any other a core's two. A matrix's -parallel bounds only its
+// own runs; the room bounds them all, so `make test` can run the unit
+// tests beside the matrix without more stories than the cores can carry,
+// and a watchdog story still gets the machine to itself.
 //
 // A seat is a name in Linux's abstract unix-socket namespace, held by
 // listening on it: only one process can, the kernel frees it when that

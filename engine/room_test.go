@@ -12,28 +12,46 @@ import (
 // arrives while it waits queues behind it: without the turnstile, runs
 // starting one after another would keep the room shared forever.
 // testRoom is a two-seat room of the test's own, apart from the machine's.
-func testRoom(t *testing.T) room {
-	return room{name: fmt.Sprintf("locktorture-test-%d-%s", os.Getpid(), t.Name()), seats: 2}
+func testRoom(t *testing.T) room { return testRoomOf(t, 2) }
+
+// testRoomOf is a room of seats seats of the test's own.
+func testRoomOf(t *testing.T, seats int) room {
+	return room{name: fmt.Sprintf("locktorture-test-%d-%s", os.Getpid(), t.Name()), seats: seats}
+}
+
+// enters enters r with n seats, failing the test if it cannot within a
+// second (free seats are taken at once).
+func enters(t *testing.T, r room, n int) (leave func()) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*roomPoll)
+	defer cancel()
+	leave, err := r.enter(ctx, n, func(string, ...any) {})
+	if err != nil {
+		t.Fatalf("entering with %d seat(s): %v", n, err)
+	}
+	return leave
+}
+
+// waits checks that a run asking n seats of r is still waiting after a
+// few polls, and gives up its wait; why says what it must not get.
+func waits(t *testing.T, r room, n int, why string) {
+	t.Helper()
+	short, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
+	defer cancel()
+	if leave, err := r.enter(short, n, func(string, ...any) {}); err == nil {
+		leave()
+		t.Fatal(why)
+	}
 }
 
 func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	r := testRoom(t)
 	ctx := context.Background()
 	quiet := func(string, ...any) {}
-	leaveFirst, err := r.enter(ctx, 1, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	leaveFirst := enters(t, r, 1)
 	// A second run gets the other seat; a third waits for one of theirs.
-	leaveSecond, err := r.enter(ctx, 1, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 3*roomPoll)
-	if _, err := r.enter(short, 1, quiet); err == nil {
-		t.Fatal("a third run got a seat of two")
-	}
-	cancel()
+	leaveSecond := enters(t, r, 1)
+	waits(t, r, 1, "a third run got a seat of two")
 	leaveSecond()
 
 	events := make(chan string, 3)
@@ -91,16 +109,8 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 // A run waiting for the room stops waiting when its context ends.
 func TestRoomWaitEndsWithTheContext(t *testing.T) {
 	r := testRoom(t)
-	leave, err := r.enter(context.Background(), r.seats, func(string, ...any) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer leave()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
-	defer cancel()
-	if _, err := r.enter(ctx, 1, func(string, ...any) {}); err == nil {
-		t.Fatal("entered a room held alone")
-	}
+	defer enters(t, r, r.seats)()
+	waits(t, r, 1, "entered a room held alone")
 }
 
 // Runs take the seats they ask for: in a room of four, a run of a core
@@ -108,38 +118,14 @@ func TestRoomWaitEndsWithTheContext(t *testing.T) {
 // waits until one of them leaves; a run of a core waits for two free
 // seats, however many light runs come and go.
 func TestRoomSeatsRunsByWeight(t *testing.T) {
-	r := room{name: fmt.Sprintf("locktorture-test-%d-%s", os.Getpid(), t.Name()), seats: 4}
-	ctx, quiet := context.Background(), func(string, ...any) {}
-	core, err := r.enter(ctx, 2, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	light1, err := r.enter(ctx, 1, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	light2, err := r.enter(ctx, 1, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	short, cancel := context.WithTimeout(ctx, 3*roomPoll)
-	if _, err := r.enter(short, 1, quiet); err == nil {
-		t.Fatal("a fifth seat was taken of four")
-	}
-	cancel()
+	r := testRoomOf(t, 4)
+	core := enters(t, r, 2)
+	light1 := enters(t, r, 1)
+	light2 := enters(t, r, 1)
+	waits(t, r, 1, "a fifth seat was taken of four")
 	light1()
-	short, cancel = context.WithTimeout(ctx, 3*roomPoll)
-	if _, err := r.enter(short, 2, quiet); err == nil {
-		t.Fatal("a run of two seats got in with one free")
-	}
-	cancel()
+	waits(t, r, 2, "a run of two seats got in with one free")
 	light2()
-	short, cancel = context.WithTimeout(ctx, 10*roomPoll)
-	defer cancel()
-	second, err := r.enter(short, 2, quiet)
-	if err != nil {
-		t.Fatalf("a run of two seats with two free: %v", err)
-	}
-	second()
+	enters(t, r, 2)()
 	core()
 }
