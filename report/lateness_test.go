@@ -165,12 +165,13 @@ func TestLatenessChartSeries(t *testing.T) {
 }
 
 func TestMatrixCountsAndShowsStarved(t *testing.T) {
+	const vacuousWhy = "required fault never happened: partition-end"
 	out := t.TempDir()
 	unsafe := verdict.Expectation{Outcome: verdict.Unsafe}
 	m := report.Matrix{Entries: []report.Entry{
 		{Scenario: "paused-holder", Lock: "set-nx-px", Expected: unsafe, Outcome: verdict.Unsafe, Matched: true},
 		{Scenario: "paused-holder", Lock: "redlock", Expected: unsafe, Outcome: verdict.Starved, Starved: starvedWhy},
-		{Scenario: "gc-pause", Lock: "set-nx-px", Expected: unsafe, Outcome: verdict.Vacuous},
+		{Scenario: "gc-pause", Lock: "set-nx-px", Expected: unsafe, Outcome: verdict.Vacuous, Vacuous: vacuousWhy},
 		{Scenario: "baseline", Lock: "mutex", Expected: verdict.Expectation{Outcome: verdict.Safe}, Outcome: verdict.Safe, Matched: true, Late: starvedWhy},
 	}}
 	m.Count()
@@ -180,7 +181,7 @@ func TestMatrixCountsAndShowsStarved(t *testing.T) {
 	var table bytes.Buffer
 	report.MatrixTable(&table, m.Entries)
 	lines := strings.Split(table.String(), "\n")
-	if len(lines) < 4 || !strings.Contains(lines[2], "STARVED: "+starvedWhy) || !strings.Contains(lines[3], "MISMATCH") || !strings.Contains(lines[4], "ok, late: "+starvedWhy) {
+	if len(lines) < 4 || !strings.Contains(lines[2], "STARVED: "+starvedWhy) || !strings.Contains(lines[3], "MISMATCH: "+vacuousWhy) || !strings.Contains(lines[4], "ok, late: "+starvedWhy) {
 		t.Errorf("the table does not tell the starved run from the vacuous one and the late pass:\n%s", table.String())
 	}
 	if err := report.WriteSummary(out, m); err != nil {

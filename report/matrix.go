@@ -32,6 +32,10 @@ type Entry struct {
 	// then verdict.Starved): the machine, not the lock, is what a reader
 	// of the matrix must look at.
 	Starved string `json:"starved,omitempty"`
+	// Vacuous says why the story did not happen (its Outcome is then
+	// verdict.Vacuous): a matrix that reaches a reader only as printed
+	// text (a CI log) must say which fault or traffic was missing.
+	Vacuous string `json:"vacuous,omitempty"`
 	// Late says how late a fault-free run ran that kept its passing
 	// verdict (engine.Result.Late), so a reader can count the verdicts
 	// judged on a late machine.
@@ -45,7 +49,7 @@ func EntryOf(scen, lock string, r *engine.Result, err error) Entry {
 		e.Expected = s.Expect[lock]
 	}
 	if r != nil {
-		e.Outcome, e.Observations, e.Matched, e.Dir, e.Starved = r.Outcome, r.Observations, r.Matched, r.Dir, r.Starved
+		e.Outcome, e.Observations, e.Matched, e.Dir, e.Starved, e.Vacuous = r.Outcome, r.Observations, r.Matched, r.Dir, r.Starved, r.Vacuous
 		if r.Starved == "" {
 			e.Late = r.Late
 		}
@@ -240,6 +244,8 @@ func MatrixTable(w io.Writer, entries []Entry) {
 			mark = "MISMATCH"
 			if e.Error != "" {
 				mark += ": " + e.Error
+			} else if e.Outcome == verdict.Vacuous && e.Vacuous != "" {
+				mark += ": " + e.Vacuous
 			}
 		case e.Late != "":
 			mark = "ok, late: " + e.Late
