@@ -19,7 +19,7 @@ import (
 // second on loopback, and a member starved for a tenth of a second does
 // not call an election.
 var EtcdKind = &Kind{
-	Alone:       "three etcd members, fsyncing each write, and a worker process per client for the libraries, take more than a core of two",
+	Alone:       "three etcd members, fsyncing each write, and a library's worker process per client (Python) take more than a core of two",
 	Name:        "etcd",
 	Binary:      "etcd",
 	Install:     "install it (apt-get install etcd-server) or name its path in Options.Binaries",

@@ -53,11 +53,13 @@ type Kind struct {
 	// backend per connection) sets it, or a busy machine's fork times
 	// would read as the server's replies.
 	Session func(ctx context.Context, addr string) (ask func(context.Context) error, end func(), err error)
-	// Alone, when set, says why a pair whose lock runs on this kind takes
-	// the whole machine rather than a seat: what its servers and its
-	// clients' worker processes take of two cores makes a neighbour's
-	// timers late, as measured (docs/ci-and-benchmarks.md). Unset, its
-	// pairs take a core each, or half of one where Light.
+	// Alone, when set, says why a pair of another language's library
+	// (its clients a Python, PHP or JVM worker process each) whose lock
+	// runs on this kind takes the whole machine rather than a core: what
+	// its servers and those workers take of two cores makes a neighbour's
+	// timers late (docs/ci-and-benchmarks.md). A Go lock's pairs on the
+	// kind take a core (engine.Resolved.Alone). Unset, every pair takes a
+	// core, or half of one where Light.
 	Alone string
 	// Light, when set, says why a pair on local servers of this kind whose
 	// clients are goroutines of the harness takes half a core (one seat of

@@ -67,7 +67,7 @@ var mariadbShared = []string{
 // at once; its timed waits count on that clock too: a GET_LOCK waiting
 // 5 s gave up 1 s in when the clock jumped an hour ahead.
 var MariaDBKind = &Kind{
-	Alone:       "a MariaDB server and a worker process per client for the libraries take more than a core of two",
+	Alone:       "a MariaDB server and a library's worker process per client (PHP, Python) take more than a core of two",
 	Name:        "mariadb",
 	Binary:      mariadbBin,
 	Install:     "install it (apt-get install mariadb-server-core mariadb-client-core) or name its path in Options.Binaries",

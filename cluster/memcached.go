@@ -16,7 +16,7 @@ import (
 // its "stats", which holds a start to the same rule as Redis's: our own
 // process answers.
 var MemcachedKind = &Kind{
-	Alone:       "a worker process per client (the libraries on memcached are PHP and Python) takes more than a core of two",
+	Alone:       "a library's worker process per client (PHP, Python) takes more than a core of two",
 	Name:        "memcached",
 	Binary:      "memcached",
 	Install:     "install it (apt-get install memcached) or name its path in Options.Binaries",

@@ -31,7 +31,7 @@ const postgresBin = "/usr/lib/postgresql/15/bin/"
 // of the template, all of it unwritten), and a restart's time would be the
 // disk's, shared with whatever else the machine writes.
 var PostgresKind = &Kind{
-	Alone:       "a PostgreSQL backend process per client connection, and a worker process per client for the libraries, take more than a core of two",
+	Alone:       "a PostgreSQL backend process per client connection and a library's worker process per client (PHP, Python) take more than a core of two",
 	Name:        "postgres",
 	Binary:      postgresBin + "postgres",
 	Install:     "install it (apt-get install postgresql-15) or name its path in Options.Binaries",

@@ -19,7 +19,7 @@ import (
 // it acks a write (forceSync), so the one persistence it offers is
 // AOFAlways and a power loss loses nothing a kill would not.
 var ZooKeeperKind = &Kind{
-	Alone:       "three JVMs, and a worker process per client for the libraries, take more than a core of two",
+	Alone:       "three JVMs and a library's worker process per client (a JVM, Python) take more than a core of two",
 	Name:        "zookeeper",
 	Binary:      "java",
 	Install:     "install ZooKeeper and a JRE (apt-get install zookeeper openjdk-17-jre-headless)",

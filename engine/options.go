@@ -159,10 +159,14 @@ type Resolved struct {
 
 // Alone says whether the run takes the whole machine: its story's timing
 // would be disturbed by a neighbour (Scenario.Alone), the options ask for
-// it, or its lock runs on a kind of server whose pairs take more than a
-// seat's share of the machine, as measured (cluster.Kind.Alone).
+// it, or its lock is another language's library (locks.Info.Program) on a
+// kind of server whose library pairs take more than a core, as measured
+// (cluster.Kind.Alone). A Go lock on such a kind runs its clients as this
+// harness's own worker processes, and its pairs share the machine a core
+// each: measured beside a neighbour, their lateness stays a third of its
+// limits (docs/ci-and-benchmarks.md).
 func (p Resolved) Alone() bool {
-	return p.Scenario.Alone != "" || p.Options.Alone || p.kind().Alone != ""
+	return p.Scenario.Alone != "" || p.Options.Alone || (p.Lock.Program != nil && p.kind().Alone != "")
 }
 
 // kind is the lock's server kind, or an empty one for a kind the cluster

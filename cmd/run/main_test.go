@@ -1018,3 +1018,34 @@ func TestRunOrderPutsTheAloneLast(t *testing.T) {
 		t.Fatalf("order %v", got)
 	}
 }
+
+// A pair's seats follow what was measured of its kind and its clients:
+// half a core for a Redis lock whose clients are goroutines, a core for a
+// pair whose clients are worker processes of this harness (a Go lock on a
+// service, -client-procs on Redis) or another language's on Redis, the
+// whole machine for another language's library on a service.
+func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
+	all := engine.Seats()
+	for _, tc := range []struct {
+		lock  string
+		procs bool
+		want  int
+	}{
+		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.SeatsPerCore}, {"redis-py", false, engine.SeatsPerCore},
+		{"zk", false, engine.SeatsPerCore}, {"etcd-fenced", false, engine.SeatsPerCore}, {"pg-lease", false, engine.SeatsPerCore},
+		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, engine.SeatsPerCore},
+		{"curator", false, all}, {"kazoo", false, all}, {"etcd3", false, all}, {"tooz-postgres", false, all},
+		{"symfony-pdo-mysql", false, all}, {"symfony-memcached", false, all},
+	} {
+		p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: tc.lock, ClientProcs: tc.procs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Seats(); got != tc.want {
+			t.Errorf("baseline / %s (client processes %v): %d seats, want %d of %d", tc.lock, tc.procs, got, tc.want, all)
+		}
+	}
+	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
+		t.Errorf("baseline / zk asked to run alone: %d seats (%v), want all %d", p.Seats(), err, all)
+	}
+}
