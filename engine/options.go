@@ -169,10 +169,13 @@ func (p Resolved) Alone() bool {
 	return p.Scenario.Alone != "" || p.Options.Alone || (p.Lock.Program != nil && p.kind().Alone != "")
 }
 
-// kind is the lock's server kind, or an empty one for a kind the cluster
-// does not know (a user's own lock's), which asks for nothing.
-func (p Resolved) kind() *cluster.Kind {
-	if k, err := cluster.LookupKind(p.Lock.ServerKind()); err == nil {
+// kind is the lock's server kind (kindOf).
+func (p Resolved) kind() *cluster.Kind { return kindOf(p.Lock) }
+
+// kindOf is the server kind of lock info, or an empty one for a kind the
+// cluster does not know (a user's own lock's), which asks for nothing.
+func kindOf(info locks.Info) *cluster.Kind {
+	if k, err := cluster.LookupKind(info.ServerKind()); err == nil {
 		return k
 	}
 	return &cluster.Kind{}
@@ -324,11 +327,11 @@ func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
 	if s.RestartShare <= 0 || info.Traits.Ends != locks.Expires {
 		return 0
 	}
-	kind, err := cluster.LookupKind(info.ServerKind())
-	if err != nil || kind.Recovery <= 0 {
+	recovery := kindOf(info).Recovery
+	if recovery <= 0 {
 		return 0
 	}
-	need := time.Duration(float64(kind.Recovery) / s.RestartShare)
+	need := time.Duration(float64(recovery) / s.RestartShare)
 	if g := info.MinTTL; g > 0 {
 		need = (need + g - 1) / g * g
 	}

@@ -32,9 +32,10 @@ type Entry struct {
 	// then verdict.Starved): the machine, not the lock, is what a reader
 	// of the matrix must look at.
 	Starved string `json:"starved,omitempty"`
-	// Vacuous says why the story did not happen (its Outcome is then
-	// verdict.Vacuous): a matrix that reaches a reader only as printed
-	// text (a CI log) must say which fault or traffic was missing.
+	// Vacuous says why the story did not happen (engine.Result.Vacuous;
+	// its Outcome is verdict.Vacuous, or Starved where the run also ran
+	// late): a matrix that reaches a reader only as printed text (a CI
+	// log) must say which fault or traffic was missing.
 	Vacuous string `json:"vacuous,omitempty"`
 	// Late says how late a fault-free run ran that kept its passing
 	// verdict (engine.Result.Late), so a reader can count the verdicts
