@@ -48,12 +48,24 @@ fi
 libraries=python3-tooz,python3-pymemcache,python3-psycopg2,python3-pymysql,python3-portalocker,python3-etcd3,\
 php-cli,php-redis,php-nrk-predis,php-pgsql,php-mysql,php-memcached,\
 php-symfony-lock,php-illuminate-cache,php-illuminate-redis,php-malkusch-lock
+# What no package provides and the machine's own compiler can build (the
+# libc-allocator redis-server: gcc, make and dpkg-dev come with the machine,
+# the redis source through a private apt configuration) builds niced beside
+# apt-get, which mostly waits on the mirror and dpkg's writes: from nothing
+# it was setup's longest step after the packages.
+nice -n 10 "$work/setup" -workers -only build-ready >"$work/ready.log" 2>&1 &
+ready_pid=$!
 "$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mariadb-server-core,mariadb-client-core,mmdebstrap,"$libraries"
 
-# The libc-allocator redis-server compiles while the image's Debian base is
-# made (mmdebstrap mostly waits on the mirror and the disk). It and the
-# matrix's command compile niced: the image tool's compile, then
-# mmdebstrap, is setup's longest path, and they fill the cores it leaves.
+wait "$ready_pid" || { cat "$work/ready.log" >&2; exit 1; }
+cat "$work/ready.log"
+
+# What waited for the packages (the Curator worker: javac and Curator's
+# jars, or the redis-server where the machine had no compiler) builds while
+# the image's Debian base is made (mmdebstrap mostly waits on the mirror and
+# the disk). It and the matrix's command compile niced: the image tool's
+# compile, then mmdebstrap, is setup's longest path, and they fill the
+# cores it leaves.
 nice -n 10 "$work/setup" -workers -only build >"$work/redis.log" 2>&1 &
 redis_pid=$!
 if $docker; then

@@ -29,7 +29,7 @@ import (
 
 func main() {
 	packages := flag.String("packages", "", "more Debian `packages` to install when missing, comma-separated")
-	only := flag.String("only", "", "run one `step`: "+prereq.StepPackages+" (apt-get install, build nothing) or "+prereq.StepBuild+" (build what no package provides, install nothing)")
+	only := flag.String("only", "", "run one `step`: "+prereq.StepPackages+" (apt-get install, build nothing), "+prereq.StepBuild+" (build what no package provides, install nothing) or "+prereq.StepBuildReady+" (build those of them whose build tools are installed already, install nothing)")
 	workers := flag.Bool("workers", false, "also build the worker programs of the library locks this repository tests (Curator's, in Java)")
 	flag.Parse()
 	if flag.NArg() > 0 {

@@ -2,6 +2,7 @@ package prereq
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -93,6 +94,43 @@ func TestSetupAgainFindsEverythingThere(t *testing.T) {
 		if l != "%s: there (%s)" {
 			t.Errorf("line %q: want every piece there", l)
 		}
+	}
+}
+
+// The build-ready step (run beside apt-get) builds a missing piece whose
+// build tools are installed and leaves one whose tools apt-get has yet to
+// install for the build step, naming it.
+func TestBuildReadyLeavesWhatWaitsForPackages(t *testing.T) {
+	for _, p := range Pieces {
+		if err := Check(p); err != nil {
+			t.Skipf("this machine is not set up (%v): the step would build the pieces for real", err)
+		}
+	}
+	built := map[string]bool{}
+	piece := func(name, pkg string) Piece {
+		return Piece{Name: name, Packages: []string{pkg},
+			Find: func() (string, error) {
+				if !built[name] {
+					return "", errors.New("not built")
+				}
+				return "/built/" + name, nil
+			},
+			Build: func(func(string, ...any)) error { built[name] = true; return nil }}
+	}
+	var last string
+	err := Setup(Options{Only: StepBuildReady, More: []Piece{piece("ready", "dpkg"), piece("waiting", "locktorture-no-such-package")},
+		Logf: func(format string, args ...any) { last = fmt.Sprintf(format, args...) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !built["ready"] || built["waiting"] {
+		t.Errorf("built %v: want the piece whose tools are installed, not the one waiting for apt-get", built)
+	}
+	if !strings.HasSuffix(last, "left for the build step: waiting") {
+		t.Errorf("last line %q: want it to name the piece left for the build step", last)
+	}
+	if err := Setup(Options{Only: "buld"}); err == nil || !strings.Contains(err.Error(), StepBuildReady) {
+		t.Errorf("an unknown step: got %v, want an error naming the steps", err)
 	}
 }
 

@@ -16,6 +16,12 @@ const (
 	StepPackages = "packages"
 	// StepBuild builds what no package provides and installs nothing.
 	StepBuild = "build"
+	// StepBuildReady builds, of what no package provides, the pieces
+	// whose build tools are installed already, and installs nothing: on a
+	// machine with a compiler it runs beside StepPackages, whose apt-get
+	// mostly waits on the mirror and the disk, and StepBuild after both
+	// finds those pieces there.
+	StepBuildReady = "build-ready"
 )
 
 // Options says what Setup does besides the pieces.
@@ -27,8 +33,9 @@ type Options struct {
 	// More are pieces to check, install and build after Pieces
 	// (scripts/setup.sh: Workers, the library locks' worker programs).
 	More []Piece
-	// Only limits Setup to one step, StepPackages or StepBuild; empty is
-	// both, packages first (they are the build's tools).
+	// Only limits Setup to one step, StepPackages, StepBuild or
+	// StepBuildReady; empty is packages then build (the packages are the
+	// build's tools).
 	Only string
 	// Logf hears one line per thing Setup finds or does.
 	Logf func(format string, args ...any)
@@ -44,13 +51,22 @@ func Setup(o Options) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	if o.Only != "" && o.Only != StepPackages && o.Only != StepBuild {
-		return fmt.Errorf("unknown step %q (want %s or %s)", o.Only, StepPackages, StepBuild)
+	building := o.Only == StepBuild || o.Only == StepBuildReady
+	if o.Only != "" && o.Only != StepPackages && !building {
+		return fmt.Errorf("unknown step %q (want %s, %s or %s)", o.Only, StepPackages, StepBuild, StepBuildReady)
 	}
 	start := time.Now()
 	did := false
-	missing := findMissing(append(slices.Clone(Pieces), o.More...), o.Only == StepBuild, logf)
-	if o.Only != StepBuild {
+	missing := findMissing(append(slices.Clone(Pieces), o.More...), building, logf)
+	var waiting []Piece
+	if o.Only == StepBuildReady {
+		ready, later, err := readyToBuild(missing, logf)
+		if err != nil {
+			return err
+		}
+		missing, waiting = ready, later
+	}
+	if !building {
 		left, installed, err := installPackages(o.Packages, missing, logf)
 		if err != nil {
 			return err
@@ -62,7 +78,7 @@ func Setup(o Options) error {
 		if err != nil {
 			return err
 		}
-		missing, did = nil, did || built
+		missing, did = waiting, did || built
 	}
 	logDone(time.Since(start), missing, did, logf)
 	return nil
@@ -84,6 +100,25 @@ func findMissing(pieces []Piece, builtOnly bool, logf func(string, ...any)) []Pi
 		}
 	}
 	return missing
+}
+
+// readyToBuild splits pieces into those whose build tools (their
+// Packages) are all installed and those that wait for apt-get, saying of
+// each of the latter what it waits for.
+func readyToBuild(pieces []Piece, logf func(string, ...any)) (ready, later []Piece, err error) {
+	for _, p := range pieces {
+		need, err := notInstalled(p.Packages)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(need) > 0 {
+			logf("%s: its build waits for %s", p.Name, strings.Join(need, " "))
+			later = append(later, p)
+			continue
+		}
+		ready = append(ready, p)
+	}
+	return ready, later, nil
 }
 
 // installPackages installs extra and the packages of the missing pieces
@@ -141,7 +176,8 @@ func buildPieces(pieces []Piece, logf func(string, ...any)) (bool, error) {
 }
 
 // logDone says how Setup ended and how long it took: with pieces left for
-// the build step, having installed or built something, or finding
+// the build step (after the packages step, or the build of the pieces
+// ready to build), having installed or built something, or finding
 // everything there.
 func logDone(took time.Duration, left []Piece, did bool, logf func(string, ...any)) {
 	took = took.Round(time.Millisecond)
@@ -154,7 +190,7 @@ func logDone(took time.Duration, left []Piece, did bool, logf func(string, ...an
 		for i, p := range left {
 			names[i] = p.Name
 		}
-		logf("packages done in %s; left for the build step: %s", took, strings.Join(names, ", "))
+		logf("done in %s; left for the build step: %s", took, strings.Join(names, ", "))
 	case did:
 		logf("done in %s", took)
 	default:
