@@ -18,9 +18,8 @@ const (
 	StepBuild = "build"
 	// StepBuildReady builds, of what no package provides, the pieces
 	// whose build tools are installed already, and installs nothing: on a
-	// machine with a compiler it runs beside StepPackages, whose apt-get
-	// mostly waits on the mirror and the disk, and StepBuild after both
-	// finds those pieces there.
+	// machine with a compiler it can run beside StepPackages, and
+	// StepBuild after both finds those pieces there.
 	StepBuildReady = "build-ready"
 )
 
