@@ -25,7 +25,12 @@ command -v go >/dev/null || { echo "setup: the go command is missing: install Go
 # tests' and lint's. Every background step writes to a log printed when it
 # is waited for.
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+# Each background step is a process group of its own (job control), so an
+# exit that leaves one running (a failed apt-get) stops it with what it
+# started: make and cc under cmd/setup's build, mmdebstrap under the
+# image's tool.
+set -m
+trap 'for j in $(jobs -p); do kill -- "-$j" 2>/dev/null || true; done; rm -rf "$work"' EXIT
 # compile CMD [NICENESS]
 compile() { nice -n "${2:-0}" go build -o "$work/$1" "./cmd/$1" >"$work/$1.log" 2>&1; }
 # cmd/setup imports only the standard library. It compiles first, alone
