@@ -86,6 +86,7 @@ func baselineStory() Scenario {
 			expect(nothingLocked, verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{"double-holder"},
 				Why: "the control that locks nothing: if the checkers do not see two holders here, they see nothing"}),
 			leaveOut(racyAcquire, "its acquire races its own commands on two connections and lets two in with no fault now and then (wolph/portalocker#139), so a fault-free run may come out either way; docs/scenarios/subscribe-race.json tells it on purpose"),
+			leaveOut(serverEndsEarly, "its server may end a lease before the deadline the library reports, by up to its expiry's grain (memcached's one-second tick, PdoStore's whole seconds: docs/stories.md, Findings), so at a 1 s lease a hold that spans the tick loses its key with no fault now and then (symfony-memcached: two holders for 2 ms, 1 of 526 pairs of a make run) and a fault-free run may come out either way; paused-holder tells it"),
 			expect(anyLock, verdict.Expectation{Outcome: verdict.Safe, Why: "no fault, no violation: a positive here is a harness bug"}),
 		},
 		Plan: Plan{},

@@ -1034,15 +1034,20 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.SeatsPerCore}, {"redis-py", false, engine.SeatsPerCore},
 		{"zk", false, engine.SeatsPerCore}, {"etcd-fenced", false, engine.SeatsPerCore}, {"pg-lease", false, engine.SeatsPerCore},
 		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, engine.SeatsPerCore},
-		{"curator", false, all}, {"kazoo", false, all}, {"etcd3", false, all}, {"tooz-postgres", false, all},
+		{"curator", false, engine.SeatsPerCore}, {"kazoo", false, engine.SeatsPerCore}, {"etcd3", false, all}, {"tooz-postgres", false, all},
 		{"symfony-pdo-mysql", false, all}, {"symfony-memcached", false, all},
 	} {
-		p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: tc.lock, ClientProcs: tc.procs})
+		// The baseline leaves out a lock whose server ends leases early.
+		story := "baseline"
+		if strings.HasPrefix(tc.lock, "symfony-") {
+			story = "paused-holder"
+		}
+		p, err := engine.Resolve(engine.Options{Scenario: story, Lock: tc.lock, ClientProcs: tc.procs})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if got := p.Seats(); got != tc.want {
-			t.Errorf("baseline / %s (client processes %v): %d seats, want %d of %d", tc.lock, tc.procs, got, tc.want, all)
+			t.Errorf("%s / %s (client processes %v): %d seats, want %d of %d", story, tc.lock, tc.procs, got, tc.want, all)
 		}
 	}
 	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
