@@ -361,7 +361,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 		// Sampling ends with the clients' work: their shutdown (closing
 		// connections, workers exiting) is no part of any verdict.
 		time.AfterFunc(r.o.TimeLimit, func() { meter.Stop(); cancelStop() })
-		go func() { nemErr <- rest.RunWhen(stop, r.trafficReady()) }()
+		go func() { nemErr <- rest.Run(stop) }()
 		if r.o.Progress != nil {
 			go reportProgress(stop, r.o, r.rec)
 		}
@@ -381,19 +381,6 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.procs.close()
 	r.cl.Close()
 	return werr, nerr
-}
-
-// trafficReady says when the story's schedule may take its first step
-// after the opening: once the clients have answered the attempts its
-// fault needs before it (the story's traffic floor), nil for a story that
-// requires no fault. On a loaded machine the story is told later instead
-// of coming out vacuous.
-func (r *runner) trafficReady() func() bool {
-	if len(r.s.Requires) == 0 {
-		return nil
-	}
-	floor := r.s.TrafficOf(r.o.Params).Floor().Before
-	return func() bool { return r.rec.Attempts() >= floor }
 }
 
 // pings are the lateness meter's round trips: the store's, straight to

@@ -126,8 +126,6 @@ type Recorder struct {
 	file      *os.File
 	werr      error
 	nextPID   int
-	// attempts is how many lock attempts clients completed (Attempts).
-	attempts int
 	// nemesis is the latest completed nemesis action in words, kept as
 	// ops are added so that Summary, polled while clients run, costs
 	// nothing against them.
@@ -195,9 +193,6 @@ func (r *Recorder) Add(op Op) Op {
 			r.deadlines[op.Process] = op.Value.Deadline
 		}
 	}
-	if op.F == Acquire && (op.Type == OK || op.Type == Fail) && op.Process >= 0 {
-		r.attempts++
-	}
 	if op.Process == NemesisProcess && op.Type != Invoke {
 		r.nemesis = op.F
 		if op.Value != nil && op.Value.Target != "" {
@@ -235,16 +230,6 @@ func (r *Recorder) Summary() (ops int, nemesis string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n, r.nemesis
-}
-
-// Attempts is how many lock attempts the clients have completed, granted
-// or refused, as a story's traffic floor counts them (verdict.Traffic): a
-// schedule waits for its floor before its first fault (nemesis.Schedule's
-// RunWhen).
-func (r *Recorder) Attempts() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.attempts
 }
 
 // Deadline is the lease deadline of the acquire by which process holds a

@@ -255,20 +255,3 @@ func TestOldHistoryHasEmptySites(t *testing.T) {
 		t.Fatalf("old ops: %+v", ops)
 	}
 }
-
-// Attempts counts what a story's traffic floor counts: the clients'
-// acquires answered, granted or refused; not one of unknown outcome, a
-// release, or the nemesis's ops.
-func TestAttemptsCountsAnsweredAcquires(t *testing.T) {
-	r := NewRecorder(nil, 2)
-	for _, c := range []struct {
-		process int
-		f       string
-		t       Type
-	}{{0, Acquire, OK}, {1, Acquire, Fail}, {0, Acquire, Info}, {0, Release, OK}, {NemesisProcess, "pause", OK}} {
-		r.Complete(r.Invoke(c.process, c.f, "L", nil), c.t, nil, nil)
-	}
-	if got := r.Attempts(); got != 2 {
-		t.Fatalf("attempts %d, want 2 (one granted, one refused)", got)
-	}
-}

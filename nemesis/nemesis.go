@@ -86,48 +86,21 @@ type Schedule []Step
 // Run takes each step at its time until ctx ends. A step's error ends the
 // schedule and is returned: a fault that could not be injected makes the run
 // meaningless, so it must not pass silently.
-func (s Schedule) Run(ctx context.Context) error { return s.RunWhen(ctx, nil) }
-
-// RunWhen is Run whose first step also waits, past its time, until ready
-// says so (asked every 10 ms; nil: at once), and every later step keeps
-// its offset from the first: the story's clock starts late by what the
-// wait took. A story whose fault needs traffic before it (a run whose
-// clients a loaded machine slowed) waits for it instead of coming out
-// vacuous, and tells the same story after.
-func (s Schedule) RunWhen(ctx context.Context, ready func() bool) error {
+func (s Schedule) Run(ctx context.Context) error {
 	steps := append(Schedule(nil), s...)
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At < steps[j].At })
 	start := time.Now()
-	for i, st := range steps {
-		if !sleepUntil(ctx, start.Add(st.At)) {
+	for _, st := range steps {
+		select {
+		case <-ctx.Done():
 			return nil
-		}
-		if i == 0 && ready != nil {
-			from := time.Now()
-			for !ready() {
-				if !sleepUntil(ctx, time.Now().Add(10*time.Millisecond)) {
-					return nil
-				}
-			}
-			start = start.Add(time.Since(from))
+		case <-time.After(time.Until(start.Add(st.At))):
 		}
 		if err := st.Do(ctx); err != nil {
 			return fmt.Errorf("nemesis: %s: %w", st.Name, err)
 		}
 	}
 	return nil
-}
-
-// sleepUntil waits until t, and reports false if ctx ended first.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	timer := time.NewTimer(time.Until(t))
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
 }
 
 // Opening splits off the steps at offset zero, the story's setting (a

@@ -157,35 +157,3 @@ func TestScheduleListsWhatATrapDoes(t *testing.T) {
 		t.Fatalf("schedule says %q", got)
 	}
 }
-
-// A schedule whose first step waits for its traffic starts its clock late
-// by the wait: the first step comes once ready says so, the next keeps
-// its offset from it; a schedule cancelled while waiting does nothing.
-func TestRunWhenStartsTheStoryOnceReady(t *testing.T) {
-	var at []time.Time
-	stamp := func(context.Context) error { at = append(at, time.Now()); return nil }
-	sched := nemesis.Schedule{{At: 10 * time.Millisecond, Name: "first", Do: stamp}, {At: 60 * time.Millisecond, Name: "second", Do: stamp}}
-	start := time.Now()
-	readyAt := start.Add(150 * time.Millisecond)
-	if err := sched.RunWhen(context.Background(), func() bool { return time.Now().After(readyAt) }); err != nil {
-		t.Fatal(err)
-	}
-	if len(at) != 2 || at[0].Before(readyAt) || at[1].Sub(at[0]) < 50*time.Millisecond {
-		t.Fatalf("steps at %v from the start: want the first after ready (%s), the second 50ms after it", since(start, at), readyAt.Sub(start))
-	}
-
-	at = nil
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := sched.RunWhen(ctx, func() bool { return false }); err != nil || len(at) != 0 {
-		t.Fatalf("never ready: err %v, steps taken %d", err, len(at))
-	}
-}
-
-func since(start time.Time, at []time.Time) []time.Duration {
-	var out []time.Duration
-	for _, a := range at {
-		out = append(out, a.Sub(start).Round(time.Millisecond))
-	}
-	return out
-}
