@@ -166,7 +166,7 @@ func interruptedAcquireStory() Scenario {
 			"while its process lives on. A lock whose commands run under the caller's context leaves the key for the rest of its lease; one that starts its " +
 			"watchdog when Redis answers, whoever still listens, renews a key nobody holds for good.",
 		ExactClients:  2,
-		TimeLimitTTLs: 5, MinTimeLimitTTLs: 5,
+		TimeLimitTTLs: 5.5, MinTimeLimitTTLs: 5.5,
 		Rules: []Rule{
 			controlOut,
 			leaveOut(worker, "its caller gives up inside the harness's own process, where the op's context lives; a worker process's op is its own"),
@@ -186,13 +186,16 @@ func interruptedAcquireStory() Scenario {
 		// Acquire commands go out one after another, so the reply of the
 		// next one sent after the release is the one that took the free
 		// key: the cancel is armed as that command leaves, for its reply.
+		// Armed at two TTLs, not one: on a loaded machine (make test from
+		// nothing) redislock had answered one attempt by the first TTL,
+		// and the story needs three before its fault.
 		// The releaser sleeps past the ghost's lease (a TTL from the
 		// cancel) by half a TTL, by which the other client, trying all
 		// along, has taken the key: woken as the ghost lapses, it would
 		// race the other for it, which getset loses by overwriting the
 		// winner's timestamp (its summary's flaw) in some runs and not in
 		// others.
-		Plan: Plan{arm(1, Trap{Command: &nemesis.Command{In: history.Release, Reply: true, Succeeded: true}, Client: "any", Pause: TTLs(1.5),
+		Plan: Plan{arm(2, Trap{Command: &nemesis.Command{In: history.Release, Reply: true, Succeeded: true}, Client: "any", Pause: TTLs(1.5),
 			Then: []Action{armed(Trap{Command: &nemesis.Command{In: history.Acquire, Match: taking}, Client: "other",
 				Then: []Action{armed(Trap{Command: &nemesis.Command{In: history.Acquire, Match: taking, Reply: true}, Client: "caught", Cancel: true})}})}})},
 	}
