@@ -57,11 +57,10 @@ func clusterFailoverStory() Scenario {
 		// blackholed, the replica still believes its link up, so the
 		// cluster promotes it as it would a replica that lags without
 		// knowing it.
-		// The trap arms at 0.3 TTL (0.9 s), not 0.1: every command of a
-		// cycle crosses the cluster client, and make test from nothing
-		// (3746352) had set-nx-px-fenced answer one
-		// attempt in its first 0.3 s with replies 40 ms late, well inside
-		// the lateness limits of a 3 s lease; the story needs three.
+		// The trap arms at 0.3 TTL (0.9 s): every command of a cycle
+		// crosses the cluster client, and replies late by tens of ms, well
+		// inside a 3 s lease's lateness limits, stretch a cycle to a tenth
+		// of a TTL; the story needs three attempts before the kill.
 		Plan: Plan{cutReplication("slot-master", "slot-replica"), failedOver(0.3, "slot-master", "slot-replica")},
 	}
 }

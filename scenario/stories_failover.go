@@ -66,8 +66,8 @@ func cutReplication(master, replica string) Step {
 // to 1.8 s is usual) leaves the others no traffic inside the run, so it
 // too is recorded as starved, for every lock.
 //
-// It arms at TTLs at: a story needs three attempts answered before its
-// fault.
+// It arms at the at-th TTL: late enough for the three attempts a story
+// needs answered before its fault.
 func failedOver(at float64, master, replica string) Step {
 	return arm(at, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.1), InLease: TTLs(0.05), MinPause: TTLs(0.05),
 		Then: []Action{{Do: "kill", Node: master}, {Do: "await-promotion", Node: replica, For: TTLs(1)}}})

@@ -186,9 +186,9 @@ func interruptedAcquireStory() Scenario {
 		// Acquire commands go out one after another, so the reply of the
 		// next one sent after the release is the one that took the free
 		// key: the cancel is armed as that command leaves, for its reply.
-		// Armed at two TTLs, not one: on a loaded machine (make test from
-		// nothing) redislock had answered one attempt by the first TTL,
-		// and the story needs three before its fault.
+		// Armed at two TTLs: on a loaded machine a lock's cycle can take
+		// a third of a TTL or more, and the story needs three attempts
+		// answered before its fault.
 		// The releaser sleeps past the ghost's lease (a TTL from the
 		// cancel) by half a TTL, by which the other client, trying all
 		// along, has taken the key: woken as the ghost lapses, it would
