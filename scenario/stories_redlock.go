@@ -54,15 +54,13 @@ var brokenPromise = verdict.Expectation{Outcome: verdict.Unsafe, Show: []string{
 	Why: "the lock hands the key out twice while each client is within its validity: the algorithm itself is violated"}
 
 // crashRestart is K5's schedule, C restarted delay TTLs after its kill.
-// The trap arms at crashRestartArms TTLs, not holderInLease's one: a
+// The trap arms at crashRestartArms TTLs, not the others' one: a
 // RedLock that asks its five nodes one after another, two of them cut
 // (Symfony's CombinedStore), takes a fifth of the TTL per acquire and as
 // much per release, so by one TTL it has completed two attempts, fewer
 // than the traffic floor before the kill that proves the story happened.
 var crashRestart = func(delay float64) Plan {
-	caught := holderInLease(Action{Do: "kill", Node: "middle"}, Action{Do: "restart", Node: "middle", Delay: TTLs(delay)})
-	caught.At = TTLs(crashRestartArms)
-	return Plan{redlockSplit, caught}
+	return Plan{redlockSplit, holderInLease(crashRestartArms, Action{Do: "kill", Node: "middle"}, Action{Do: "restart", Node: "middle", Delay: TTLs(delay)})}
 }
 
 const crashRestartArms = 2
@@ -85,7 +83,7 @@ func redlockClockJumpStory() Scenario {
 		// length.
 		Params: []Param{{Name: "jump", Unit: "TTLs", Default: 10, Min: 0, Max: 20, Threshold: 1,
 			Help: "how far C's clock jumps forward while a client holds its three nodes"}, redlockNodesParam},
-		Plan: Plan{redlockSplit, holderInLease(Action{Do: "clock-bump", Node: "middle", By: ParamNum("jump")})},
+		Plan: Plan{redlockSplit, holderInLease(1, Action{Do: "clock-bump", Node: "middle", By: ParamNum("jump")})},
 	}
 }
 

@@ -49,7 +49,7 @@ func serverCrashStory() Scenario {
 			leaveOut(local, "the control keeps nothing on a server: a server's death cannot touch it"),
 		},
 		Requires: []fault.Evidence{{Op: fault.PowerLoss, Node: "n1"}, {Op: fault.Restart, Node: "n1"}},
-		Plan:     Plan{holderInLease(Action{Do: "power-loss", Node: "n1"}, Action{Do: "restart", Node: "n1"})},
+		Plan:     Plan{holderInLease(1, Action{Do: "power-loss", Node: "n1"}, Action{Do: "restart", Node: "n1"})},
 	}
 }
 
@@ -77,7 +77,7 @@ func leaderFailoverStory() Scenario {
 		// stall that measures the election's length on a busy machine
 		// rather than the lock. Until then the holder waits at its point,
 		// its session kept alive.
-		Plan: Plan{holderInLease(Action{Do: "kill-leader"})},
+		Plan: Plan{holderInLease(1, Action{Do: "kill-leader"})},
 	}
 }
 
@@ -151,7 +151,7 @@ func serverClockJumpStory() Scenario {
 			leaveOut(local, "the control keeps nothing on a server whose clock could move"),
 		},
 		Requires: []fault.Evidence{{Op: fault.ClockBump, Node: "n1"}},
-		Plan:     Plan{holderInLease(Action{Do: "clock-bump", Node: "n1", By: TTLs(10)})},
+		Plan:     Plan{holderInLease(1, Action{Do: "clock-bump", Node: "n1", By: TTLs(10)})},
 	}
 }
 
@@ -159,9 +159,9 @@ func serverClockJumpStory() Scenario {
 // (then) as K5 tells it: the next holder to reach its write waits there
 // while the fault happens, then pauses briefly, ending inside its lease,
 // so a lock that forgot the holder has handed the key on before the
-// holder writes.
-func holderInLease(then ...Action) Step {
-	return arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), InLease: TTLs(holderWakesIn), MinPause: TTLs(holderPausesAtLeast), Then: then})
+// holder writes. It arms at the at-th TTL.
+func holderInLease(at float64, then ...Action) Step {
+	return arm(at, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.6), InLease: TTLs(holderWakesIn), MinPause: TTLs(holderPausesAtLeast), Then: then})
 }
 
 // A holder caught by holderInLease pauses at least holderPausesAtLeast
