@@ -74,6 +74,18 @@ type Kind struct {
 	// failed; empty means the process's own stdout and stderr, which the
 	// local backend keeps in output.log there.
 	Log string
+	// BindExit, when set, is the exit code with which the server says it
+	// could not bind one of its ports, where its log's last lines do not
+	// say so (a ZooKeeper member's election port: a stack trace, retries,
+	// then exit 14). The local backend then starts the set again on new
+	// ports, as it does when the log says "address already in use".
+	BindExit int
+	// ReadyPeers are the indexes in a member's Place.PeerPorts of the
+	// ports a ready member listens on: a start waits for those too, since
+	// a server may answer before it binds one (a lone ZooKeeper member
+	// leads before its election listener is bound, and exits when it
+	// cannot bind it).
+	ReadyPeers []int
 	// StopSignal asks the server to shut down gracefully (default
 	// SIGTERM).
 	StopSignal syscall.Signal

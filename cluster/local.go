@@ -120,6 +120,10 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 				}
 				places[i].PeerPorts = append(places[i].PeerPorts, port)
 			}
+			p.readyPeers = nil
+			for _, j := range p.kind.ReadyPeers {
+				p.readyPeers = append(p.readyPeers, places[i].PeerPorts[j])
+			}
 		}
 		for i, p := range procs {
 			at := places[i]
@@ -260,6 +264,9 @@ type process struct {
 	clockFile string
 	// cred is the account the process runs as (Kind.User); nil: ours.
 	cred *syscall.Credential
+	// readyPeers are the peer ports a ready process listens on
+	// (Kind.ReadyPeers).
+	readyPeers []int
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -336,14 +343,58 @@ func (s *process) await(ctx context.Context) error {
 	if s.cmd == nil {
 		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
 	}
-	if err := waitReady(ctx, s.kind, s.Addr(), s.cmd.Process.Pid, s.exited); err != nil {
+	err := waitReady(ctx, s.kind, s.Addr(), s.cmd.Process.Pid, s.exited)
+	if err == nil {
+		err = s.awaitPeers(ctx)
+	}
+	if err != nil {
+		tail := s.logTail()
+		if s.boundNothing() {
+			tail = fmt.Sprintf(": exit code %d: %v", s.kind.BindExit, errAddrInUse)
+		}
 		s.killLocked()
-		return fmt.Errorf("cluster: node %s on port %d: %w%s", s.spec.Name, s.port, err, s.logTail())
+		return fmt.Errorf("cluster: node %s on port %d: %w%s", s.spec.Name, s.port, err, tail)
 	}
 	if glob, _ := s.kind.unsynced(s.spec.Persistence); glob != "" && s.aof == nil {
 		s.aof = startAOFSampler(filepath.Join(s.dir, glob))
 	}
 	return nil
+}
+
+// awaitPeers waits until the process listens on each of its ready peer
+// ports (Kind.ReadyPeers). The caller holds s.mu.
+func (s *process) awaitPeers(ctx context.Context) error {
+	deadline := time.Now().Add(s.kind.startTimeout())
+	for _, port := range s.readyPeers {
+		for !listensOn(s.cmd.Process.Pid, port) {
+			select {
+			case <-s.exited:
+				return fmt.Errorf("%s exited during start, not listening on its peer port %d", s.kind.Binary, port)
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%w: peer port %d not ours within %v", errAddrInUse, port, s.kind.startTimeout())
+			}
+		}
+	}
+	return nil
+}
+
+// boundNothing says whether the process has exited with its kind's
+// BindExit code. The caller holds s.mu.
+func (s *process) boundNothing() bool {
+	if s.kind.BindExit == 0 {
+		return false
+	}
+	select {
+	case <-s.exited:
+		// Wait has returned, so ProcessState is set.
+		return s.cmd.ProcessState.ExitCode() == s.kind.BindExit
+	default:
+		return false
+	}
 }
 
 // outputLog holds the stdout and stderr of a server whose Kind names no

@@ -36,6 +36,11 @@ var ZooKeeperKind = &Kind{
 	StartTimeout: 60 * time.Second,
 	Ensemble:     true,
 	PeerPorts:    2,
+	// ZooKeeper's ExitCode.UNABLE_TO_BIND_QUORUM_PORT: the election
+	// port, picked free, was taken before the member bound it.
+	BindExit: 14,
+	// Every member binds its election port; only a leader its quorum port.
+	ReadyPeers: []int{1},
 	// Measured: 1.5 to 4 s from a kill -9 to a member that has rejoined
 	// its quorum (a JVM's start, then the leader's sync), idle.
 	Recovery: 4 * time.Second,

@@ -275,17 +275,11 @@ func toozNode(t *testing.T, c *cluster.Cluster, info locks.Info) *cluster.Node {
 	defer cancel()
 	o := cluster.NodeOptions{Name: info.Name, Kind: info.ServerKind()}
 	if info.ServerKind() == "zookeeper" || info.ServerKind() == "etcd" {
-		var nodes []*cluster.Node
-		var err error
-		for try := 1; ; try++ {
-			if nodes, err = c.AddNodes(ctx, []cluster.NodeOptions{o}); err == nil {
-				return nodes[0]
-			}
-			// A JVM that could not bind a peer port picked for it: new ports.
-			if try == 3 || !strings.Contains(err.Error(), "exited during start") {
-				t.Fatal(err)
-			}
+		nodes, err := c.AddNodes(ctx, []cluster.NodeOptions{o})
+		if err != nil {
+			t.Fatal(err)
 		}
+		return nodes[0]
 	}
 	n, err := c.AddNode(ctx, o)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -141,10 +140,6 @@ func zkEnsemble(t *testing.T) ([]*cluster.Node, *cluster.Node) {
 		o = append(o, cluster.NodeOptions{Name: n, Kind: cluster.ZooKeeperKind.Name})
 	}
 	nodes, err := c.AddNodes(context.Background(), o)
-	for try := 2; err != nil && try <= 3 && strings.Contains(err.Error(), "exited during start"); try++ {
-		// A JVM that could not bind a peer port picked for it: new ports.
-		nodes, err = c.AddNodes(context.Background(), o)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}

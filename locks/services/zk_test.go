@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -34,19 +33,11 @@ func zkEnsemble(t *testing.T) []*cluster.Node {
 	for _, n := range []string{"z1", "z2", "z3"} {
 		o = append(o, cluster.NodeOptions{Name: n, Kind: cluster.ZooKeeperKind.Name})
 	}
-	for try := 1; ; try++ {
-		nodes, err := c.AddNodes(context.Background(), o)
-		if err == nil {
-			return nodes
-		}
-		// A JVM that could not bind a peer port the backend picked ends
-		// on its exit code, which the backend does not take for a port
-		// taken (it retries only those): pick new ones here.
-		if try == 3 || !strings.Contains(err.Error(), "exited during start") {
-			t.Fatal(err)
-		}
-		t.Logf("ensemble start %d failed, trying new ports: %v", try, err)
+	nodes, err := c.AddNodes(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return nodes
 }
 
 // zkClient is one client's lock, dialing the ensemble through its own
