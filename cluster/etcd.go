@@ -18,8 +18,11 @@ import (
 // and a 500 ms election timeout: a lost leader is replaced well within a
 // second on loopback, and a member starved for a tenth of a second does
 // not call an election.
+//
+// Its library pairs (python-etcd3's and tooz's Python workers) take a
+// core, not the machine: measured beside two busy loops, none ran late
+// (docs/ci-and-benchmarks.md). So Alone is unset.
 var EtcdKind = &Kind{
-	Alone:       "three etcd members, fsyncing each write, and a library's worker process per client (Python) take more than a core of two",
 	Name:        "etcd",
 	Binary:      "etcd",
 	Install:     "install it (apt-get install etcd-server) or name its path in Options.Binaries",

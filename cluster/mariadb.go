@@ -66,8 +66,11 @@ var mariadbShared = []string{
 // (a node's Clock) mariadbd runs as usual and NOW() moves with the offset
 // at once; its timed waits count on that clock too: a GET_LOCK waiting
 // 5 s gave up 1 s in when the clock jumped an hour ahead.
+//
+// Its library pairs (PHP and Python workers) take a core, not the
+// machine: measured beside two busy loops, none ran late
+// (docs/ci-and-benchmarks.md). So Alone is unset.
 var MariaDBKind = &Kind{
-	Alone:       "a MariaDB server and a library's worker process per client (PHP, Python) take more than a core of two",
 	Name:        "mariadb",
 	Binary:      mariadbBin,
 	Install:     "install it (apt-get install mariadb-server-core mariadb-client-core) or name its path in Options.Binaries",

@@ -15,8 +15,11 @@ import (
 // nothing on disk, so a restarted node is empty. Ready reads the pid from
 // its "stats", which holds a start to the same rule as Redis's: our own
 // process answers.
+//
+// Its library pairs (PHP and Python workers) take a core, not the
+// machine: measured beside two busy loops, none ran late
+// (docs/ci-and-benchmarks.md). So Alone is unset.
 var MemcachedKind = &Kind{
-	Alone:       "a library's worker process per client (PHP, Python) takes more than a core of two",
 	Name:        "memcached",
 	Binary:      "memcached",
 	Install:     "install it (apt-get install memcached) or name its path in Options.Binaries",

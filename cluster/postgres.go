@@ -30,6 +30,11 @@ const postgresBin = "/usr/lib/postgresql/15/bin/"
 // crash recovery first fsyncs every file of the data dir (a fresh copy
 // of the template, all of it unwritten), and a restart's time would be the
 // disk's, shared with whatever else the machine writes.
+//
+// Its library pairs keep the machine: at a core beside two busy loops
+// the server answered up to 4.4 times its limit late (a backend process
+// per connection), and one pair's story did not happen
+// (docs/ci-and-benchmarks.md).
 var PostgresKind = &Kind{
 	Alone:       "a PostgreSQL backend process per client connection and a library's worker process per client (PHP, Python) take more than a core of two",
 	Name:        "postgres",

@@ -1039,8 +1039,9 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.SeatsPerCore}, {"redis-py", false, engine.SeatsPerCore},
 		{"zk", false, engine.SeatsPerCore}, {"etcd-fenced", false, engine.SeatsPerCore}, {"pg-lease", false, engine.SeatsPerCore},
 		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, engine.SeatsPerCore},
-		{"curator", false, engine.SeatsPerCore}, {"kazoo", false, engine.SeatsPerCore}, {"etcd3", false, all}, {"tooz-postgres", false, all},
-		{"symfony-pdo-mysql", false, all}, {"symfony-memcached", false, all},
+		{"curator", false, engine.SeatsPerCore}, {"kazoo", false, engine.SeatsPerCore}, {"etcd3", false, engine.SeatsPerCore},
+		{"symfony-pdo-mysql", false, engine.SeatsPerCore}, {"symfony-memcached", false, engine.SeatsPerCore},
+		{"tooz-postgres", false, all}, {"symfony-pdo-pg", false, all},
 	} {
 		// A lock the baseline leaves out (its server ends leases early) is
 		// seated by a story that judges it.
