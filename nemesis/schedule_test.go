@@ -2,12 +2,14 @@ package nemesis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/nemesis"
 )
 
@@ -155,5 +157,36 @@ func TestScheduleListsWhatATrapDoes(t *testing.T) {
 		ThenName: "jump n3's clock 5s forward"})}
 	if got := s.String(); !strings.Contains(got, "pause 1s the next client at before-write, and there jump n3's clock 5s forward") {
 		t.Fatalf("schedule says %q", got)
+	}
+}
+
+// TestAnActionTheRunsEndCutsShortIsNoFailure: a step or a trap's action
+// that the run's end interrupts (a slot's hand-over under way at the time
+// limit) fails for no fault of its own, and must not turn the run into an
+// error; one that fails while the run goes on must.
+func TestAnActionTheRunsEndCutsShortIsNoFailure(t *testing.T) {
+	ctx, end := context.WithCancel(context.Background())
+	underWay := func(ctx context.Context) error { end(); <-ctx.Done(); return ctx.Err() }
+	if err := (nemesis.Schedule{{Name: "hand a slot over", Do: underWay}}).Run(ctx); err != nil {
+		t.Errorf("a step cut short by the run's end: %v, want no error", err)
+	}
+	refused := func(context.Context) error { return errors.New("refused") }
+	if err := (nemesis.Schedule{{Name: "hand a slot over", Do: refused}}).Run(context.Background()); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Errorf("a step that failed in a live run: %v, want its error", err)
+	}
+	for _, tc := range []struct {
+		name string
+		then func(context.Context) error
+		want bool
+	}{{"cut short", underWay, false}, {"refused", refused, true}} {
+		ctx, end = context.WithCancel(context.Background())
+		g := nemesis.NewGate(history.NewRecorder(nil, 0))
+		g.Arm(nemesis.Trap{Point: "before-write", Client: nemesis.AnyClient,
+			Then: func(ctx context.Context, _, _ int) error { return tc.then(ctx) }})
+		_ = g.At(ctx, 0, 0, "before-write")
+		if got := g.Err() != nil; got != tc.want {
+			t.Errorf("a trap's action %s: gate error %v, want one: %v", tc.name, g.Err(), tc.want)
+		}
+		end()
 	}
 }
