@@ -149,6 +149,16 @@ type Place struct {
 	Members []Place
 }
 
+// readyPorts are the peer ports of a member at at that it listens on
+// once ready (ReadyPeers).
+func (k *Kind) readyPorts(at Place) []int {
+	var out []int
+	for _, i := range k.ReadyPeers {
+		out = append(out, at.PeerPorts[i])
+	}
+	return out
+}
+
 // kinds holds every kind a node can be, by name: adding a kind is its
 // file and a line here.
 var kinds = map[string]*Kind{

@@ -120,10 +120,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 				}
 				places[i].PeerPorts = append(places[i].PeerPorts, port)
 			}
-			p.readyPeers = nil
-			for _, j := range p.kind.ReadyPeers {
-				p.readyPeers = append(p.readyPeers, places[i].PeerPorts[j])
-			}
+			p.readyPeers = p.kind.readyPorts(places[i])
 		}
 		for i, p := range procs {
 			at := places[i]
@@ -343,13 +340,14 @@ func (s *process) await(ctx context.Context) error {
 	if s.cmd == nil {
 		return fmt.Errorf("cluster: node %s is not running", s.spec.Name)
 	}
+	deadline := time.Now().Add(s.kind.startTimeout())
 	err := waitReady(ctx, s.kind, s.Addr(), s.cmd.Process.Pid, s.exited)
 	if err == nil {
-		err = s.awaitPeers(ctx)
+		err = s.awaitPeers(ctx, deadline)
 	}
 	if err != nil {
 		tail := s.logTail()
-		if s.boundNothing() {
+		if s.bindFailed() {
 			tail = fmt.Sprintf(": exit code %d: %v", s.kind.BindExit, errAddrInUse)
 		}
 		s.killLocked()
@@ -362,9 +360,8 @@ func (s *process) await(ctx context.Context) error {
 }
 
 // awaitPeers waits until the process listens on each of its ready peer
-// ports (Kind.ReadyPeers). The caller holds s.mu.
-func (s *process) awaitPeers(ctx context.Context) error {
-	deadline := time.Now().Add(s.kind.startTimeout())
+// ports (Kind.ReadyPeers), by the start's deadline. The caller holds s.mu.
+func (s *process) awaitPeers(ctx context.Context, deadline time.Time) error {
 	for _, port := range s.readyPeers {
 		for !listensOn(s.cmd.Process.Pid, port) {
 			select {
@@ -375,16 +372,19 @@ func (s *process) awaitPeers(ctx context.Context) error {
 			case <-time.After(10 * time.Millisecond):
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("%w: peer port %d not ours within %v", errAddrInUse, port, s.kind.startTimeout())
+				if len(listening(port)) > 0 {
+					return fmt.Errorf("%w: another process listens on peer port %d", errAddrInUse, port)
+				}
+				return fmt.Errorf("not listening on its peer port %d within %v", port, s.kind.startTimeout())
 			}
 		}
 	}
 	return nil
 }
 
-// boundNothing says whether the process has exited with its kind's
+// bindFailed says whether the process has exited with its kind's
 // BindExit code. The caller holds s.mu.
-func (s *process) boundNothing() bool {
+func (s *process) bindFailed() bool {
 	if s.kind.BindExit == 0 {
 		return false
 	}

@@ -187,8 +187,8 @@ func TestZooKeeperTakenElectionPortIsAddrInUse(t *testing.T) {
 			defer p.close()
 			p.port = ports[0]
 			election := held.Addr().(*net.TCPAddr).Port
-			p.readyPeers = []int{election}
 			at := Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir, ID: 1, PeerPorts: []int{ports[1], election}}
+			p.readyPeers = p.kind.readyPorts(at)
 			at.Members = []Place{at}
 			for id, rest := 2, ports[2:]; id <= members; id, rest = id+1, rest[3:] {
 				at.Members = append(at.Members, Place{Bind: "127.0.0.1", ID: id, Port: rest[0], PeerPorts: rest[1:3]})
@@ -197,8 +197,10 @@ func TestZooKeeperTakenElectionPortIsAddrInUse(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = startTogether(context.Background(), []*process{p})
-			if err == nil || !strings.Contains(err.Error(), errAddrInUse.Error()) {
-				t.Fatalf("start with the election port held: %v, want %q", err, errAddrInUse)
+			// The exit code, not a timeout or the log, says the port was taken.
+			want := fmt.Sprintf("exit code %d: %v", ZooKeeperKind.BindExit, errAddrInUse)
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("start with the election port held: %v, want %q", err, want)
 			}
 			t.Log(err)
 		})

@@ -36,9 +36,9 @@ func run(t *testing.T, scen, lock string, limit time.Duration) *Result {
 // makes no progress. The time
 // limit stays longer than the liveness allowance, so a stall still fails.
 //
-// The Redis locks only: a service's run takes the machine alone (three
-// JVMs for ZooKeeper), stopping every story beside it, and its locks'
-// exclusion is its own tests' (locks/services) and make run's baseline.
+// The Redis locks only: a service's run starts its own servers (three
+// JVMs for ZooKeeper), and its locks' exclusion is its own tests'
+// (locks/services) and make run's baseline.
 func TestBaselineEveryLockSixteenClients(t *testing.T) {
 	for _, lock := range locks.Names() {
 		if info, _ := locks.Lookup(lock); lock == "none" || info.ServerKind() != locks.ServerRedis {

@@ -6,6 +6,7 @@ package nemesis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -86,7 +87,7 @@ type Schedule []Step
 // Run takes each step at its time until ctx ends. A step's error ends the
 // schedule and is returned: a fault that could not be injected makes the run
 // meaningless, so it must not pass silently. A step that ctx ends midway
-// (the time limit, during a slot's hand-over) is not one: see cutShort.
+// (the time limit, during a slot's hand-over) is not one: see CutShort.
 func (s Schedule) Run(ctx context.Context) error {
 	steps := append(Schedule(nil), s...)
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At < steps[j].At })
@@ -97,20 +98,21 @@ func (s Schedule) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(time.Until(start.Add(st.At))):
 		}
-		if err := cutShort(ctx, st.Do(ctx)); err != nil {
+		if err := CutShort(ctx, st.Do(ctx)); err != nil {
 			return fmt.Errorf("nemesis: %s: %w", st.Name, err)
 		}
 	}
 	return nil
 }
 
-// cutShort is err, or nil when ctx has ended: an action the run's end
-// interrupts failed for no fault of its own. Its history says so (the
+// CutShort is err, or nil when err is ctx's own end: an action the run's
+// end interrupts failed for no fault of its own. Its history says so (the
 // fault completes as failed), and a story that needed it lacks its
 // evidence, so the verdict still does not count a story that did not
-// happen.
-func cutShort(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
+// happen. An action that failed for a reason of its own, even after ctx
+// ended, still fails the run.
+func CutShort(ctx context.Context, err error) error {
+	if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil
 	}
 	return err

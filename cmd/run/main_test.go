@@ -337,8 +337,8 @@ func startLongRun(t *testing.T, bin string, args ...string) (*exec.Cmd, string, 
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	// The run may first wait for the machine room's seats, which a matrix
-	// beside it holds (a ZooKeeper pair takes the machine alone for half
-	// a minute): this bounds a hang, it times nothing.
+	// beside it holds (a PostgreSQL library pair takes the machine alone
+	// for many seconds): this bounds a hang, it times nothing.
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		dirs, _ := filepath.Glob(filepath.Join(out, "baseline", "set-nx-px", "*"))
@@ -488,8 +488,8 @@ func TestClientProcsRunAndDieWithTheHarness(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	// The run may first wait for the machine room's seats, which a matrix
-	// beside it holds (a ZooKeeper pair takes the machine alone for half
-	// a minute): this bounds a hang, it times nothing.
+	// beside it holds (a PostgreSQL library pair takes the machine alone
+	// for many seconds): this bounds a hang, it times nothing.
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(workerPIDs(t, bin, cmd.Process.Pid)) < 5 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
