@@ -92,21 +92,10 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		places := make([]Place, len(procs))
-		// The kernel may hand a port it just handed out again once its
-		// probe closed: one start's ports are kept apart.
-		taken := map[int]bool{}
-		pick := func() (int, error) {
-			for {
-				port, err := FreePort()
-				if err != nil || !taken[port] {
-					taken[port] = true
-					return port, err
-				}
-			}
-		}
+		taken := portPicker{}
 		for i, p := range procs {
 			var err error
-			if p.port, err = pick(); err != nil {
+			if p.port, err = taken.pick(); err != nil {
 				return nil, err
 			}
 			places[i] = Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir}
@@ -114,7 +103,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 				places[i].ID = i + 1
 			}
 			for range p.kind.PeerPorts {
-				port, err := pick()
+				port, err := taken.pick()
 				if err != nil {
 					return nil, err
 				}
@@ -147,6 +136,21 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 		}
 	}
 	return nil, lastErr
+}
+
+// portPicker picks free ports, none twice: the kernel may hand a port it
+// just handed out again once its probe closed, so one start's ports are
+// kept apart.
+type portPicker map[int]bool
+
+func (taken portPicker) pick() (int, error) {
+	for {
+		port, err := FreePort()
+		if err != nil || !taken[port] {
+			taken[port] = true
+			return port, err
+		}
+	}
 }
 
 // startTogether launches every process before it waits for any, and

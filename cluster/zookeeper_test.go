@@ -207,19 +207,16 @@ func TestZooKeeperTakenElectionPortIsAddrInUse(t *testing.T) {
 	}
 }
 
-// freePorts picks n distinct free ports.
+// freePorts picks n distinct free ports, as a start does.
 func freePorts(t *testing.T, n int) []int {
-	seen := map[int]bool{}
-	var out []int
-	for len(out) < n {
-		port, err := FreePort()
+	taken := portPicker{}
+	out := make([]int, n)
+	for i := range out {
+		port, err := taken.pick()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !seen[port] {
-			seen[port] = true
-			out = append(out, port)
-		}
+		out[i] = port
 	}
 	return out
 }

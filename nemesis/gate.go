@@ -130,10 +130,11 @@ func (g *Gate) Err() error {
 }
 
 // Fail records err (when not nil) as Err, unless an earlier error is
-// there: how a fault done outside a schedule's steps (a restart delayed
-// in its own goroutine) says it could not be injected.
-func (g *Gate) Fail(err error) {
-	if err == nil {
+// there or err is only the end of ctx, the run's (CutShort): how a fault
+// done outside a schedule's steps (a restart delayed in its own
+// goroutine) says it could not be injected.
+func (g *Gate) Fail(ctx context.Context, err error) {
+	if err = CutShort(ctx, err); err == nil {
 		return
 	}
 	g.mu.Lock()

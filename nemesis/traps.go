@@ -144,7 +144,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	site := &at
 	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
 	if t.Then != nil {
-		g.Fail(CutShort(ctx, t.Then(ctx, client, process)))
+		g.Fail(ctx, t.Then(ctx, client, process))
 	}
 	if t.Crash {
 		g.kill(client, process, target, site)
@@ -166,7 +166,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Site: site}, nil)
 	}
 	if t.After != nil {
-		g.Fail(CutShort(ctx, t.After(ctx, client, process)))
+		g.Fail(ctx, t.After(ctx, client, process))
 	}
 	return nil
 }

@@ -166,11 +166,11 @@ func ops(o ...fault.Op) []fault.Op { return o }
 // later runs do in the schedule's context, without holding up the steps
 // after it: a fault that lasts (a restart's wait, a strobe) records its
 // own end, and an error fails the run (Gate.Fail) unless the run's end
-// cut it short (nemesis.CutShort).
+// cut it short.
 func (c *compiler) later(do func(ctx context.Context) error) deed {
 	return func(context.Context, int) error {
 		bg := c.background()
-		go func() { c.e.Gate.Fail(nemesis.CutShort(bg, do(bg))) }()
+		go func() { c.e.Gate.Fail(bg, do(bg)) }()
 		return nil
 	}
 }

@@ -278,7 +278,7 @@ func (c *compiler) action(path string, a Action) (deed, string, error) {
 			select {
 			case <-bg.Done():
 			case <-time.After(delay):
-				c.e.Gate.Fail(nemesis.CutShort(bg, do(bg, caught)))
+				c.e.Gate.Fail(bg, do(bg, caught))
 			}
 		}()
 		return nil
