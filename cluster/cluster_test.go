@@ -300,3 +300,48 @@ func TestStartIsNotFooledByAnotherNodeOnItsPort(t *testing.T) {
 		t.Fatalf("waitReady with another node on the port: %v, want %v", err, errAddrInUse)
 	}
 }
+
+// A pipeline's commands each get their own reply: the writes a full node
+// refuses (OOM) are told apart from those it took, and a node that does
+// not answer is the pipeline's error, not a command's.
+func TestPipelineRepliesCommandByCommand(t *testing.T) {
+	ctx := context.Background()
+	c, err := Start(ctx, Options{ExtraArgs: []string{"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	n := c.Nodes()[0]
+	payload := strings.Repeat("x", 64<<10)
+	var cmds [][]any
+	for i := range 64 {
+		cmds = append(cmds, []any{"SET", "k" + strconv.Itoa(i), payload})
+	}
+	errs, err := n.Pipeline(ctx, cmds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	took, refused := 0, 0
+	for i, err := range errs {
+		switch {
+		case err == nil && refused == 0:
+			took++
+		case err != nil && strings.HasPrefix(err.Error(), "OOM"):
+			refused++
+		default:
+			t.Fatalf("command %d: %v after %d taken and %d refused: want the taken ones first, then OOM", i, err, took, refused)
+		}
+	}
+	if took == 0 || refused == 0 {
+		t.Fatalf("%d taken, %d refused: a 2 MB node takes some of 64 writes of 64 KiB, not all", took, refused)
+	}
+	if got, err := n.Do(ctx, "DBSIZE"); err != nil || got != int64(took) {
+		t.Fatalf("DBSIZE %v (%v), want the %d writes taken", got, err, took)
+	}
+	if err := n.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := n.Pipeline(ctx, []any{"PING"}); err == nil {
+		t.Fatalf("a killed node's pipeline: replies %v, want the connection's error", errs)
+	}
+}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -26,6 +27,34 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	c := n.admin()
 	defer c.Close()
 	return c.Do(ctx, args...).Result()
+}
+
+// Pipeline runs cmds, admin commands as Do's, on one connection to the
+// node's port in one round trip, and returns each one's error (nil where
+// it succeeded): a nemesis's burst of writes takes the time of the writes,
+// not of a dial and a round trip each. err is the connection's failure,
+// when no command got a reply.
+func (n *Node) Pipeline(ctx context.Context, cmds ...[]any) (errs []error, err error) {
+	if !n.spec.Kind.RESP {
+		return nil, fmt.Errorf("cluster: %s is a %s node: Pipeline speaks Redis's protocol", n.Name, n.spec.Kind.Name)
+	}
+	c := n.admin()
+	defer c.Close()
+	p := c.Pipeline()
+	replies := make([]*redis.Cmd, len(cmds))
+	for i, args := range cmds {
+		replies[i] = p.Do(ctx, args...)
+	}
+	_, _ = p.Exec(ctx)
+	errs = make([]error, len(cmds))
+	for i, r := range replies {
+		errs[i] = r.Err()
+		var fromServer redis.Error
+		if errs[i] != nil && !errors.As(errs[i], &fromServer) {
+			return nil, errs[i]
+		}
+	}
+	return errs, nil
 }
 
 // InfoSection is one section of the node's INFO ("replication"), field

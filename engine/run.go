@@ -247,6 +247,12 @@ func (r *runner) startStore(ctx context.Context) error {
 	lag := cluster.NewClient(store.Addr(), cluster.ClientOptions{Timeout: 5 * time.Second, PoolSize: 1})
 	r.lag = lag
 	r.onExit(func() { lag.Close() })
+	// Connected before the meter starts: the first ping would otherwise
+	// time the dial and handshake with the reply, when every client is
+	// dialling its nodes too, and read as a slow store.
+	if err := lag.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("the store does not answer the lateness meter: %w", err)
+	}
 	return nil
 }
 

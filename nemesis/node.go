@@ -74,17 +74,9 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 		if err != nil {
 			return err
 		}
-		payload := strings.Repeat("x", 64<<10)
-		var filled []any
-		for i := 0; i < 4096; i++ {
-			k := fmt.Sprintf("locktorture:filler:%d", i)
-			if _, err := nd.Do(ctx, "SET", k, payload); err != nil {
-				if !strings.HasPrefix(err.Error(), "OOM") {
-					return fmt.Errorf("nemesis: fill %s: %w", node, err)
-				}
-				break
-			}
-			filled = append(filled, k)
+		filled, err := fill(ctx, nd)
+		if err != nil {
+			return fmt.Errorf("nemesis: fill %s: %w", node, err)
 		}
 		if len(filled) > 0 {
 			if _, err := nd.Do(ctx, append([]any{"DEL"}, filled...)...); err != nil {
@@ -98,6 +90,44 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 		v.Target = fmt.Sprintf("%s (%d keys of 64 KiB written, %d evicted)", node, len(filled), after-before)
 		return nil
 	})
+}
+
+// fillBatch is how many 64 KiB writes go out in one round trip: 2 MiB,
+// half of the eviction story's maxmemory, so a fill takes a round trip or
+// three, not one a key, and the holder it stops waits on no more.
+const fillBatch = 32
+
+// fill writes 64 KiB keys of no expiry to nd, a batch at a time, until the
+// node refuses one (OOM: its policy has evicted all it may), and returns
+// the keys it took.
+func fill(ctx context.Context, nd *cluster.Node) ([]any, error) {
+	payload := strings.Repeat("x", 64<<10)
+	var filled []any
+	for next := 0; next < 4096; next += fillBatch {
+		cmds := make([][]any, fillBatch)
+		for i := range cmds {
+			cmds[i] = []any{"SET", fmt.Sprintf("locktorture:filler:%d", next+i), payload}
+		}
+		errs, err := nd.Pipeline(ctx, cmds...)
+		if err != nil {
+			return filled, err
+		}
+		full := false
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				filled = append(filled, cmds[i][1])
+			case strings.HasPrefix(err.Error(), "OOM"):
+				full = true
+			default:
+				return filled, err
+			}
+		}
+		if full {
+			return filled, nil
+		}
+	}
+	return filled, nil
 }
 
 // evicted is the node's count of keys it evicted.
