@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"strconv"
@@ -109,6 +110,15 @@ func TestLinkCutHealLatency(t *testing.T) {
 	}
 	if err := c1.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING after heal: %v", err)
+	}
+	// Heal reopens the link's port: one no connection's source port and
+	// no probe for a free port is drawn from.
+	lo, hi := linkPorts()
+	for _, l := range []*Link{l1, l2} {
+		_, p, _ := net.SplitHostPort(l.Addr())
+		if port, _ := strconv.Atoi(p); port < lo || port >= hi {
+			t.Fatalf("link %s->%s listens on %d, want from %d to below the ephemeral range's %d", l.Peer, l.Node, port, lo, hi)
+		}
 	}
 
 	if err := l2.SetLatency(60*time.Millisecond, 0); err != nil {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -34,12 +37,57 @@ type Link struct {
 	drop func(direction string, on bool) error
 }
 
+// newLink's proxy listens on a port below the kernel's ephemeral range
+// (linkPort), because Heal closes and reopens its listener on the same
+// port: in the ephemeral range, a connection's source port or another
+// process's probe for a free port could take it in between.
 func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, error) {
-	p := toxiproxy.NewProxy(srv, peer+"->"+node, "127.0.0.1:0", upstream)
-	if err := srv.Collection.Add(p, true); err != nil {
-		return nil, fmt.Errorf("cluster: proxy %s->%s: %w", peer, node, err)
+	var err error
+	for range 20 {
+		var port int
+		if port, err = linkPort(); err != nil {
+			break
+		}
+		p := toxiproxy.NewProxy(srv, peer+"->"+node, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), upstream)
+		if err = srv.Collection.Add(p, true); err == nil {
+			return &Link{Peer: peer, Node: node, proxy: p}, nil
+		}
+		if errors.Is(err, toxiproxy.ErrProxyAlreadyExists) {
+			break
+		}
+		// Taken between the probe and the proxy's bind: the proxy was not
+		// added, so another port and the same name.
 	}
-	return &Link{Peer: peer, Node: node, proxy: p}, nil
+	return nil, fmt.Errorf("cluster: proxy %s->%s: %w", peer, node, err)
+}
+
+// linkPorts is where links listen: from 10000 to the bottom of the
+// kernel's ephemeral range (ip_local_port_range), which neither a
+// connect's source port nor a bind to port 0 is drawn from.
+func linkPorts() (lo, hi int) {
+	lo, hi = 10000, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
+		if eph, err := strconv.Atoi(f[0]); err == nil && eph > lo+1000 {
+			hi = eph
+		}
+	}
+	return lo, hi
+}
+
+// linkPort is a free port of linkPorts, drawn at random: every locktorture
+// process on the machine draws from the same range.
+func linkPort() (int, error) {
+	lo, hi := linkPorts()
+	for range 100 {
+		port := lo + rand.IntN(hi-lo)
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err == nil {
+			l.Close()
+			return port, nil
+		}
+	}
+	return 0, fmt.Errorf("cluster: no free port from %d to %d for a link", lo, hi)
 }
 
 // Addr is the address a peer dials to reach the node through this link.
@@ -135,10 +183,16 @@ func (l *Link) Heal() error {
 	defer l.mu.Unlock()
 	l.proxy.Toxics.ResetToxics(context.Background())
 	l.proxy.Stop()
-	if err := l.proxy.Start(); err != nil {
-		return fmt.Errorf("cluster: reopen link %s->%s on %s: %w", l.Peer, l.Node, l.proxy.Listen, err)
+	// Another process's probe for a free port (linkPort) holds a port for
+	// a moment: such a port is free again at once.
+	var err error
+	for try := 0; try < 10; try++ {
+		if err = l.proxy.Start(); err == nil {
+			return nil
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	return nil
+	return fmt.Errorf("cluster: reopen link %s->%s on %s: %w", l.Peer, l.Node, l.proxy.Listen, err)
 }
 
 func (l *Link) addToxic(name, typ, stream, attrs string) error {
