@@ -67,6 +67,11 @@ type Kind struct {
 	// its servers and clients leave most of a core idle, and the lateness
 	// meter reads everything a neighbour could delay.
 	Light string
+	// LightWorkers, when set, says why a pair on local servers of this kind
+	// takes half a core even with a worker process per client (a library's
+	// Python, PHP or JVM worker, or the harness's own for a Go lock), as
+	// measured beside neighbours.
+	LightWorkers string
 	// StartTimeout bounds how long a local start waits for Ready (default
 	// 5 s).
 	StartTimeout time.Duration

@@ -169,6 +169,12 @@ func (p Resolved) Alone() bool {
 	return p.Scenario.Alone != "" || p.Options.Alone || (p.Lock.Program != nil && p.kind().Alone != "")
 }
 
+// lightWorkers says whether the run's clients, worker processes or not,
+// leave most of a core idle on its lock's kind (cluster.Kind.LightWorkers).
+func (p Resolved) lightWorkers() bool {
+	return p.kind().LightWorkers != "" && p.Options.Backend == cluster.Local
+}
+
 // kind is the lock's server kind (kindOf).
 func (p Resolved) kind() *cluster.Kind { return kindOf(p.Lock) }
 
@@ -186,12 +192,15 @@ func kindOf(info locks.Info) *cluster.Kind {
 // clients goroutines of the harness (whose timers the lateness meter
 // reads, so a neighbour that delays them starves the run, which then
 // runs again alone) on local servers of a kind measured light
-// (cluster.Kind.Light); else two, a core.
+// (cluster.Kind.Light), or any clients on a kind measured light with
+// worker processes (cluster.Kind.LightWorkers); else two, a core.
 func (p Resolved) Seats() int {
-	if p.Alone() {
+	switch {
+	case p.Alone():
 		return Seats()
-	}
-	if p.kind().Light != "" && !p.Options.ClientProcs && p.Options.Backend == cluster.Local {
+	case p.lightWorkers():
+		return 1
+	case p.kind().Light != "" && !p.Options.ClientProcs && p.Options.Backend == cluster.Local:
 		return 1
 	}
 	return SeatsPerCore

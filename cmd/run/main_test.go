@@ -1038,9 +1038,9 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 	}{
 		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.SeatsPerCore}, {"redis-py", false, engine.SeatsPerCore},
 		{"zk", false, engine.SeatsPerCore}, {"etcd-fenced", false, engine.SeatsPerCore}, {"pg-lease", false, engine.SeatsPerCore},
-		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, engine.SeatsPerCore},
+		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, 1}, {"memcached-add", true, 1},
 		{"curator", false, engine.SeatsPerCore}, {"kazoo", false, engine.SeatsPerCore}, {"etcd3", false, engine.SeatsPerCore},
-		{"symfony-pdo-mysql", false, engine.SeatsPerCore}, {"symfony-memcached", false, engine.SeatsPerCore},
+		{"symfony-pdo-mysql", false, engine.SeatsPerCore}, {"symfony-memcached", false, 1}, {"tooz-memcached", false, 1},
 		{"tooz-postgres", false, all}, {"symfony-pdo-pg", false, all},
 	} {
 		// A lock the baseline leaves out (its server ends leases early) is
