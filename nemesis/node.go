@@ -92,27 +92,35 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 	})
 }
 
-// fillBatch is how many 64 KiB writes go out in one round trip: 2 MiB,
-// half of the eviction story's maxmemory, so a fill takes a round trip or
-// three, not one a key, and the holder it stops waits on no more.
-const fillBatch = 32
+// fillKey is the size of a filler key, and keyCost about what the node
+// spends on one (the value, its header and the allocator's rounding).
+const (
+	fillKey = 64 << 10
+	keyCost = fillKey + 1<<10
+)
 
-// fill writes 64 KiB keys of no expiry to nd, a batch at a time, until the
-// node refuses one (OOM: its policy has evicted all it may), and returns
-// the keys it took.
+// fill writes 64 KiB keys of no expiry to nd until the node refuses one
+// (OOM: its policy has evicted all it may), and returns the keys it took.
+// The writes that fit under the node's maxmemory, which evict nothing, go
+// out in one round trip; the rest one at a time, stopping at the first
+// refusal, since a write past it would evict the key a new holder has just
+// set, a second eviction the story does not tell.
 func fill(ctx context.Context, nd *cluster.Node) ([]any, error) {
-	payload := strings.Repeat("x", 64<<10)
+	mem, err := nd.InfoSection(ctx, "memory")
+	if err != nil {
+		return nil, err
+	}
+	used, _ := strconv.Atoi(mem["used_memory"])
+	limit, _ := strconv.Atoi(mem["maxmemory"])
+	payload := strings.Repeat("x", fillKey)
+	set := func(i int) []any { return []any{"SET", fmt.Sprintf("locktorture:filler:%d", i), payload} }
 	var filled []any
-	for next := 0; next < 4096; next += fillBatch {
-		cmds := make([][]any, fillBatch)
-		for i := range cmds {
-			cmds[i] = []any{"SET", fmt.Sprintf("locktorture:filler:%d", next+i), payload}
-		}
+	// took writes cmds and keeps the keys written; full says one was refused.
+	took := func(cmds ...[]any) (full bool, err error) {
 		errs, err := nd.Pipeline(ctx, cmds...)
 		if err != nil {
-			return filled, err
+			return false, err
 		}
-		full := false
 		for i, err := range errs {
 			switch {
 			case err == nil:
@@ -120,11 +128,21 @@ func fill(ctx context.Context, nd *cluster.Node) ([]any, error) {
 			case strings.HasPrefix(err.Error(), "OOM"):
 				full = true
 			default:
-				return filled, err
+				return full, err
 			}
 		}
-		if full {
-			return filled, nil
+		return full, nil
+	}
+	var under [][]any
+	for i := range min(max((limit-used)/keyCost-2, 0), 4096) {
+		under = append(under, set(i))
+	}
+	if full, err := took(under...); full || err != nil {
+		return filled, err
+	}
+	for i := len(under); i < 4096; i++ {
+		if full, err := took(set(i)); full || err != nil {
+			return filled, err
 		}
 	}
 	return filled, nil

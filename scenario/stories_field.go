@@ -72,7 +72,10 @@ func evictionStory() Scenario {
 		NotFor: notFor("fills a Redis node's memory under its eviction policy; the services keep locks in a store that does not evict them (memcached's lock is told with its own server-crash)", serviceKinds...),
 		Story: "Field (RedLock.net#101): the lock's Redis node also serves a cache, runs with maxmemory and volatile-lru, and fills up while a holder works: " +
 			"the node evicts the only key it may, the lock's (it has a TTL), and another client takes the lock from under the holder.",
-		TTL: time.Second, TimeLimitTTLs: 3, MinTimeLimitTTLs: 2.5,
+		// At a 2 s lease the waiters of a lock that retries on its own
+		// clock (redis-py's 0.1 s sleep, redsync's 50 to 250 ms) get their
+		// tries in before the holder stops and after the key is gone.
+		TTL: 2 * time.Second, TimeLimitTTLs: 3, MinTimeLimitTTLs: 2.5,
 		Topology: Topology{Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru"}},
 		Rules: []Rule{
 			controlOut,
@@ -94,8 +97,11 @@ func evictionStory() Scenario {
 		},
 		Requires: []fault.Evidence{{Op: fault.Evict}, {Op: fault.Pause}},
 		// The holder stops 0.4 TTL before its write, well inside its lease;
-		// the node fills and evicts as it stops.
-		Plan: Plan{arm(0.5, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.4), Then: []Action{{Do: "evict", Node: "n1"}}})},
+		// the node fills and evicts a tenth of a TTL into the stop, once
+		// the waiters that lost the key to the holder have read its TTL
+		// (an eviction as the holder stops can meet a retry in flight,
+		// which takes the key whatever the lock's waiters do).
+		Plan: Plan{arm(0.5, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.4), Then: []Action{{Do: "evict", Node: "n1", Delay: TTLs(0.1)}}})},
 	}
 }
 
