@@ -59,7 +59,7 @@ type Kind struct {
 	// its servers and those workers take of two cores makes a neighbour's
 	// timers late (docs/ci-and-benchmarks.md). A Go lock's pairs on the
 	// kind take a core (engine.Resolved.Alone). Unset, every pair takes a
-	// core, or half of one where Light.
+	// core, or half of one where Light or LightWorkers.
 	Alone string
 	// Light, when set, says why a pair on local servers of this kind whose
 	// clients are goroutines of the harness takes half a core (one seat of

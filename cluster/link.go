@@ -61,18 +61,24 @@ func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, erro
 	return nil, fmt.Errorf("cluster: proxy %s->%s: %w", peer, node, err)
 }
 
-// linkPorts is where links listen: from 10000 to the bottom of the
-// kernel's ephemeral range (ip_local_port_range), which neither a
-// connect's source port nor a bind to port 0 is drawn from.
+// linkPorts is where links listen: ports neither a connect's source port
+// nor a bind to port 0 is drawn from, from 10000 to the bottom of the
+// kernel's ephemeral range (ip_local_port_range), or, where that range
+// starts lower, above its top.
 func linkPorts() (lo, hi int) {
-	lo, hi = 10000, 32768
+	ephLo, ephHi := 32768, 60999
 	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
 	if f := strings.Fields(string(b)); err == nil && len(f) == 2 {
-		if eph, err := strconv.Atoi(f[0]); err == nil && eph > lo+1000 {
-			hi = eph
+		l, err1 := strconv.Atoi(f[0])
+		h, err2 := strconv.Atoi(f[1])
+		if err1 == nil && err2 == nil && l <= h {
+			ephLo, ephHi = l, h
 		}
 	}
-	return lo, hi
+	if ephLo-10000 >= 65535-ephHi {
+		return 10000, max(ephLo, 10001)
+	}
+	return ephHi + 1, 65536
 }
 
 // linkPort is a free port of linkPorts, drawn at random: every locktorture
@@ -185,12 +191,13 @@ func (l *Link) Heal() error {
 	l.proxy.Stop()
 	// Another process's probe for a free port (linkPort) holds a port for
 	// a moment: such a port is free again at once.
-	var err error
-	for try := 0; try < 10; try++ {
-		if err = l.proxy.Start(); err == nil {
-			return nil
-		}
+	err := l.proxy.Start()
+	for try := 1; try < 10 && err != nil; try++ {
 		time.Sleep(5 * time.Millisecond)
+		err = l.proxy.Start()
+	}
+	if err == nil {
+		return nil
 	}
 	return fmt.Errorf("cluster: reopen link %s->%s on %s: %w", l.Peer, l.Node, l.proxy.Listen, err)
 }

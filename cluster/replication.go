@@ -32,8 +32,9 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 // Pipeline runs cmds, admin commands as Do's, on one connection to the
 // node's port in one round trip, and returns each one's error (nil where
 // it succeeded): a nemesis's burst of writes takes the time of the writes,
-// not of a dial and a round trip each. err is the connection's failure,
-// when no command got a reply.
+// not of a dial and a round trip each. err is the connection's failure
+// (a command left with no reply); errs then still says which commands
+// the node answered, and how.
 func (n *Node) Pipeline(ctx context.Context, cmds ...[]any) (errs []error, err error) {
 	if !n.spec.Kind.RESP {
 		return nil, fmt.Errorf("cluster: %s is a %s node: Pipeline speaks Redis's protocol", n.Name, n.spec.Kind.Name)
@@ -50,11 +51,11 @@ func (n *Node) Pipeline(ctx context.Context, cmds ...[]any) (errs []error, err e
 	for i, r := range replies {
 		errs[i] = r.Err()
 		var fromServer redis.Error
-		if errs[i] != nil && !errors.As(errs[i], &fromServer) {
-			return nil, errs[i]
+		if errs[i] != nil && !errors.As(errs[i], &fromServer) && err == nil {
+			err = errs[i]
 		}
 	}
-	return errs, nil
+	return errs, err
 }
 
 // InfoSection is one section of the node's INFO ("replication"), field

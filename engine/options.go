@@ -192,8 +192,9 @@ func kindOf(info locks.Info) *cluster.Kind {
 // clients goroutines of the harness (whose timers the lateness meter
 // reads, so a neighbour that delays them starves the run, which then
 // runs again alone) on local servers of a kind measured light
-// (cluster.Kind.Light), or any clients on a kind measured light with
-// worker processes (cluster.Kind.LightWorkers); else two, a core.
+// (cluster.Kind.Light), or any clients on local servers of a kind
+// measured light with worker processes (cluster.Kind.LightWorkers); else
+// two, a core.
 func (p Resolved) Seats() int {
 	switch {
 	case p.Alone():

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -491,5 +492,43 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	}
 	if starved != 1 {
 		t.Errorf("%d starved ops, want 1 for the pause that could not fit", starved)
+	}
+}
+
+// An eviction fills the node past its maxmemory until it refuses a
+// write: under volatile-lru it evicts the one key with a TTL (the lock's),
+// never the counter without one, and takes its filler keys away after.
+func TestEvictTakesTheKeyWithATTLAndLeavesTheRest(t *testing.T) {
+	e := newEnv(t, cluster.NodeOptions{Name: "n1", Args: []string{"--maxmemory", "4mb", "--maxmemory-policy", "volatile-lru"}})
+	n1 := e.direct("n1")
+	e.must(n1.Set(ctx, "lock", "holder", time.Minute).Err())
+	e.must(n1.Set(ctx, "fence", 7, 0).Err())
+	e.must(e.nem.Evict(ctx, "n1"))
+	if n, err := n1.Exists(ctx, "lock").Result(); err != nil || n != 0 {
+		t.Fatalf("the lock's key is still there (%d, %v)", n, err)
+	}
+	if v, err := n1.Get(ctx, "fence").Result(); err != nil || v != "7" {
+		t.Fatalf("the counter without a TTL: %q, %v; want it kept", v, err)
+	}
+	if n, err := n1.DBSize(ctx).Result(); err != nil || n != 1 {
+		t.Fatalf("%d keys after the eviction (%v), want the counter alone: the filler keys are deleted", n, err)
+	}
+	var target string
+	for _, op := range e.rec.Ops() {
+		if op.F == "evict" && op.Type == history.OK && op.Value != nil {
+			target = op.Value.Target
+		}
+	}
+	if !strings.Contains(target, ", 1 evicted)") {
+		t.Fatalf("the eviction recorded %q, want 1 key evicted", target)
+	}
+}
+
+// A node with no maxmemory evicts nothing: the fault says so rather than
+// write 256 MiB into it.
+func TestEvictRefusesANodeWithoutMaxmemory(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	if err := e.nem.Evict(ctx, "n1"); err == nil || !strings.Contains(err.Error(), "no maxmemory") {
+		t.Fatalf("evict on a node without maxmemory: %v", err)
 	}
 }

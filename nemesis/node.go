@@ -75,13 +75,13 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 			return err
 		}
 		filled, err := fill(ctx, nd)
+		if len(filled) > 0 {
+			if _, derr := nd.Do(ctx, append([]any{"DEL"}, filled...)...); derr != nil && err == nil {
+				err = fmt.Errorf("free: %w", derr)
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("nemesis: fill %s: %w", node, err)
-		}
-		if len(filled) > 0 {
-			if _, err := nd.Do(ctx, append([]any{"DEL"}, filled...)...); err != nil {
-				return fmt.Errorf("nemesis: free %s: %w", node, err)
-			}
 		}
 		after, err := evicted(ctx, nd)
 		if err != nil {
@@ -92,60 +92,85 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 	})
 }
 
-// fillKey is the size of a filler key, and keyCost about what the node
-// spends on one (the value, its header and the allocator's rounding).
-const (
-	fillKey = 64 << 10
-	keyCost = fillKey + 1<<10
-)
+// fillKey is the size of a filler key's value.
+const fillKey = 64 << 10
 
 // fill writes 64 KiB keys of no expiry to nd until the node refuses one
-// (OOM: its policy has evicted all it may), and returns the keys it took.
-// The writes that fit under the node's maxmemory, which evict nothing, go
-// out in one round trip; the rest one at a time, stopping at the first
-// refusal, since a write past it would evict the key a new holder has just
-// set, a second eviction the story does not tell.
+// (OOM: its policy has evicted all it may), and returns the keys it took,
+// those of a fill that failed midway too. The writes that fit under the
+// node's maxmemory, which evict nothing, go out in one round trip, sized
+// by what the first key cost the node (its allocator rounds a value up);
+// the rest one at a time, stopping at the first refusal, since a write
+// past it would evict the key a new holder has just set, a second
+// eviction the story does not tell.
 func fill(ctx context.Context, nd *cluster.Node) ([]any, error) {
-	mem, err := nd.InfoSection(ctx, "memory")
-	if err != nil {
-		return nil, err
-	}
-	used, _ := strconv.Atoi(mem["used_memory"])
-	limit, _ := strconv.Atoi(mem["maxmemory"])
 	payload := strings.Repeat("x", fillKey)
 	set := func(i int) []any { return []any{"SET", fmt.Sprintf("locktorture:filler:%d", i), payload} }
 	var filled []any
 	// took writes cmds and keeps the keys written; full says one was refused.
 	took := func(cmds ...[]any) (full bool, err error) {
 		errs, err := nd.Pipeline(ctx, cmds...)
-		if err != nil {
-			return false, err
-		}
-		for i, err := range errs {
+		for i, cerr := range errs {
 			switch {
-			case err == nil:
+			case cerr == nil:
 				filled = append(filled, cmds[i][1])
-			case strings.HasPrefix(err.Error(), "OOM"):
+			case strings.HasPrefix(cerr.Error(), "OOM"):
 				full = true
-			default:
-				return full, err
+			case err == nil:
+				err = cerr
 			}
 		}
-		return full, nil
+		return full, err
+	}
+	before, limit, err := memory(ctx, nd)
+	if err != nil {
+		return nil, err
+	}
+	if full, err := took(set(0)); full || err != nil {
+		return filled, err
+	}
+	after, _, err := memory(ctx, nd)
+	if err != nil {
+		return filled, err
+	}
+	// Three quarters of the way to the limit: one key's cost read beside
+	// the clients' own writes is rough, and the pipeline's buffer takes
+	// the node's memory too while it is read.
+	n := 1
+	if cost := max(after-before, fillKey); limit > after {
+		n += min((limit-after)/cost*3/4, 4096)
 	}
 	var under [][]any
-	for i := range min(max((limit-used)/keyCost-2, 0), 4096) {
+	for i := 1; i < n; i++ {
 		under = append(under, set(i))
 	}
 	if full, err := took(under...); full || err != nil {
 		return filled, err
 	}
-	for i := len(under); i < 4096; i++ {
+	for i := n; i < n+4096; i++ {
 		if full, err := took(set(i)); full || err != nil {
 			return filled, err
 		}
 	}
-	return filled, nil
+	return filled, fmt.Errorf("4096 keys of 64 KiB written and none refused")
+}
+
+// memory is the node's used_memory and its maxmemory, which it must have:
+// a node without one never evicts.
+func memory(ctx context.Context, nd *cluster.Node) (used, limit int, err error) {
+	mem, err := nd.InfoSection(ctx, "memory")
+	if err != nil {
+		return 0, 0, err
+	}
+	used, err1 := strconv.Atoi(mem["used_memory"])
+	limit, err2 := strconv.Atoi(mem["maxmemory"])
+	switch {
+	case err1 != nil || err2 != nil:
+		return 0, 0, fmt.Errorf("INFO memory: used_memory %q, maxmemory %q", mem["used_memory"], mem["maxmemory"])
+	case limit == 0:
+		return 0, 0, fmt.Errorf("the node runs with no maxmemory, so it evicts nothing")
+	}
+	return used, limit, nil
 }
 
 // evicted is the node's count of keys it evicted.

@@ -1021,10 +1021,11 @@ func TestRunOrderPutsTheAloneLast(t *testing.T) {
 }
 
 // A pair's seats follow what was measured of its kind and its clients:
-// half a core for a Redis lock whose clients are goroutines, a core for a
-// pair whose clients are worker processes of this harness (a Go lock on a
-// service, -client-procs on Redis) or another language's on Redis, the
-// whole machine for another language's library on a service.
+// half a core for a Redis lock whose clients are goroutines and for any
+// pair on a local memcached, a core for a pair whose clients are worker
+// processes of this harness (a Go lock on a service, -client-procs on
+// Redis) or another language's on Redis, ZooKeeper, etcd or MariaDB, the
+// whole machine for another language's library on PostgreSQL.
 func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 	all := engine.Seats()
 	baseline, err := scenario.Lookup("baseline")
@@ -1056,6 +1057,9 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 		if got := p.Seats(); got != tc.want {
 			t.Errorf("%s / %s (client processes %v): %d seats, want %d of %d", story, tc.lock, tc.procs, got, tc.want, all)
 		}
+	}
+	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "memcached-add", Backend: "docker"}); err != nil || p.Seats() != engine.SeatsPerCore {
+		t.Errorf("baseline / memcached-add on docker: %d seats (%v), want a core's %d: memcached was measured light on local servers", p.Seats(), err, engine.SeatsPerCore)
 	}
 	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
 		t.Errorf("baseline / zk asked to run alone: %d seats (%v), want all %d", p.Seats(), err, all)
