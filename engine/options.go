@@ -169,12 +169,6 @@ func (p Resolved) Alone() bool {
 	return p.Scenario.Alone != "" || p.Options.Alone || (p.Lock.Program != nil && p.kind().Alone != "")
 }
 
-// lightWorkers says whether the run's clients, worker processes or not,
-// leave most of a core idle on its lock's kind (cluster.Kind.LightWorkers).
-func (p Resolved) lightWorkers() bool {
-	return p.kind().LightWorkers != "" && p.Options.Backend == cluster.Local
-}
-
 // kind is the lock's server kind (kindOf).
 func (p Resolved) kind() *cluster.Kind { return kindOf(p.Lock) }
 
@@ -196,12 +190,13 @@ func kindOf(info locks.Info) *cluster.Kind {
 // measured light with worker processes (cluster.Kind.LightWorkers); else
 // two, a core.
 func (p Resolved) Seats() int {
+	k := p.kind()
 	switch {
 	case p.Alone():
 		return Seats()
-	case p.lightWorkers():
-		return 1
-	case p.kind().Light != "" && !p.Options.ClientProcs && p.Options.Backend == cluster.Local:
+	case p.Options.Backend != cluster.Local:
+		return SeatsPerCore
+	case k.LightWorkers != "", k.Light != "" && !p.Options.ClientProcs:
 		return 1
 	}
 	return SeatsPerCore
