@@ -137,6 +137,12 @@ type Kind struct {
 	// "follower"), for a kind that is not RESP: how a story finds the
 	// leader to kill.
 	Role func(ctx context.Context, addr string) (string, error)
+	// Reset, when set, empties the server on addr of everything clients
+	// left in it (keys, leases, znodes, tables, sessions), so that the next
+	// run finds it as a fresh start would, and returns once addr itself
+	// answers that it holds nothing. It runs on every member of an
+	// ensemble. A kind without it is never reused (Cluster.Reset, Pool).
+	Reset func(ctx context.Context, addr string) error
 }
 
 // Place is where a server listens and keeps its files.

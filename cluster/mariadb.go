@@ -105,6 +105,7 @@ var MariaDBKind = &Kind{
 	},
 	Ready:   mariadbReady,
 	Session: mariadbSession,
+	Reset:   mariadbReset,
 	// mariadbd is one process with threads: it forks nothing, so a signal
 	// to it reaches every thread that serves a client.
 	ProcessGroup: false,
@@ -248,4 +249,65 @@ func mariadbSession(ctx context.Context, addr string) (func(context.Context) err
 		return c.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 	}
 	return ask, func() { c.Close(); db.Close() }, nil
+}
+
+// mariadbReset kills every other client's connection (and with it any
+// GET_LOCK it held), waits up to 5 s for them to be gone, and drops and
+// makes again the database locktorture with what clients made in it (the
+// lock tables), as the template's bootstrap made it.
+func mariadbReset(ctx context.Context, addr string) error {
+	conn, err := mysql.NewConnector(mariadbConfig(addr, 5*time.Second))
+	if err != nil {
+		return err
+	}
+	db := sql.OpenDB(conn)
+	defer db.Close()
+	c, err := db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	const others = `SELECT ID FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() AND COMMAND <> 'Daemon' AND USER <> 'system user'`
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ids, err := mariadbIDs(ctx, c, others)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("connections %v outlived KILL", ids)
+		}
+		for _, id := range ids {
+			// One that ended since the list is no error of the reset's.
+			_, _ = c.ExecContext(ctx, "KILL CONNECTION "+strconv.FormatInt(id, 10))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, stmt := range []string{"DROP DATABASE " + mariadbDatabase, "CREATE DATABASE " + mariadbDatabase} {
+		if _, err := c.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("%s: %w", stmt, err)
+		}
+	}
+	return nil
+}
+
+// mariadbIDs runs a query of one integer column on c.
+func mariadbIDs(ctx context.Context, c *sql.Conn, query string) ([]int64, error) {
+	rows, err := c.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
 }

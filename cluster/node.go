@@ -44,6 +44,29 @@ type Node struct {
 	mu          sync.Mutex
 	links       map[string]*Link
 	clockOffset time.Duration
+	// faulted names the first thing the harness did to the node's process,
+	// clock or data (Pause, Kill, Stop, Start, SetClockOffset, Do, ...):
+	// a node left as its start made it, but for what its clients wrote,
+	// is the only kind Cluster.Reset readies for another run.
+	faulted string
+}
+
+// fault records what the harness is doing to the node, once.
+func (n *Node) fault(what string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.faulted == "" {
+		n.faulted = what
+	}
+}
+
+// Faulted says what the harness did to the node first, beyond serving its
+// clients ("" for nothing): a pause, a kill, a restart, a clock offset or
+// an admin command.
+func (n *Node) Faulted() string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.faulted
 }
 
 // NodeInfo is what a person (or a test) needs to find a node's process.
@@ -149,6 +172,7 @@ func (n *Node) Start(ctx context.Context) error {
 	if n.cluster.closed() {
 		return fmt.Errorf("cluster: node %s: cluster is closed", n.Name)
 	}
+	n.fault("start")
 	return n.srv.Start(ctx)
 }
 
@@ -202,14 +226,23 @@ func (n *Node) Paused() bool { return n.srv.Paused() }
 // Pause freezes the node whole (SIGSTOP locally, to its process group
 // for a Kind with ProcessGroup; the cgroup freezer in docker): it keeps its state and its port, connects still succeed, and
 // nothing is answered until Resume.
-func (n *Node) Pause() error { return n.srv.Pause() }
+func (n *Node) Pause() error {
+	n.fault("pause")
+	return n.srv.Pause()
+}
 
 // Resume continues a paused node.
-func (n *Node) Resume() error { return n.srv.Resume() }
+func (n *Node) Resume() error {
+	n.fault("resume")
+	return n.srv.Resume()
+}
 
 // Kill is kill -9: no shutdown, no final fsync; what survives is what the
 // persistence mode had already put on disk.
-func (n *Node) Kill() error { return n.srv.Kill() }
+func (n *Node) Kill() error {
+	n.fault("kill")
+	return n.srv.Kill()
+}
 
 // Restart starts a stopped or killed node again after delay (0: at once),
 // at the same address with the same data: what it finds is what survived.
@@ -226,11 +259,17 @@ func (n *Node) Restart(ctx context.Context, delay time.Duration) error {
 // keep: for appendfsync everysec the last second of the AOF, the most that
 // policy may lose; with appendfsync always nothing; without persistence
 // everything.
-func (n *Node) PowerLoss() error { return n.srv.PowerLoss() }
+func (n *Node) PowerLoss() error {
+	n.fault("power loss")
+	return n.srv.PowerLoss()
+}
 
 // Stop shuts the node down gracefully, and kills it if it has not exited
 // within 5 s.
-func (n *Node) Stop() error { return n.srv.Stop() }
+func (n *Node) Stop() error {
+	n.fault("stop")
+	return n.srv.Stop()
+}
 
 // SetClockOffset moves the wall clock the node reads (Redis's key expiry)
 // by d from the machine's (libfaketime; the node must have been added
@@ -240,6 +279,7 @@ func (n *Node) SetClockOffset(d time.Duration) error {
 	if !n.spec.Clock {
 		return fmt.Errorf("cluster: node %s was not started with a faked clock (NodeOptions.Clock)", n.Name)
 	}
+	n.fault("clock offset")
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if err := n.srv.SetClockOffset(d); err != nil {

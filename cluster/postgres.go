@@ -64,6 +64,7 @@ var PostgresKind = &Kind{
 	},
 	Ready:   postgresReady,
 	Session: postgresSession,
+	Reset:   postgresReset,
 	Cleanup: removePostgresSegment,
 	// The postmaster forks a backend per connection: a pause or a kill
 	// must reach them all.
@@ -175,4 +176,37 @@ func postgresReady(ctx context.Context, addr string) (int, error) {
 	defer c.Close(context.Background())
 	var one int
 	return 0, c.QueryRow(ctx, "SELECT 1").Scan(&one)
+}
+
+// postgresReset ends every other client's session (and with it any
+// advisory lock it held), waiting up to 5 s for each to go, then drops
+// schema public with what clients made in it (the lock tables) and makes
+// it again as initdb leaves it, and checks no other session and no
+// relation in public is left.
+func postgresReset(ctx context.Context, addr string) error {
+	c, err := pgx.Connect(ctx, postgresDSN(addr))
+	if err != nil {
+		return err
+	}
+	defer c.Close(context.Background())
+	for _, sql := range []string{
+		`SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`,
+		`DROP SCHEMA public CASCADE`,
+		`CREATE SCHEMA public AUTHORIZATION pg_database_owner`,
+		`GRANT USAGE ON SCHEMA public TO PUBLIC`,
+	} {
+		if _, err := c.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("%s: %w", sql, err)
+		}
+	}
+	var others, relations int
+	err = c.QueryRow(ctx, `SELECT (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()),
+		(SELECT count(*) FROM pg_class WHERE relnamespace = 'public'::regnamespace)`).Scan(&others, &relations)
+	if err != nil {
+		return err
+	}
+	if others != 0 || relations != 0 {
+		return fmt.Errorf("%d other sessions and %d relations in public left", others, relations)
+	}
+	return nil
 }

@@ -33,6 +33,7 @@ var RedisKind = &Kind{
 		return "", 0
 	},
 	FaketimeBinary: redisFaketimeBinary,
+	Reset:          redisReset,
 	RESP:           true,
 }
 
@@ -69,4 +70,27 @@ func redisFaketimeBinary(o Options) (string, error) {
 		return "", fmt.Errorf("cluster: a faked node clock needs redis-server built with the libc allocator at %s: run `make setup` (scripts/build-faketime-redis.sh); Debian's jemalloc build hangs under libfaketime", server)
 	}
 	return server, nil
+}
+
+// redisReset empties the Redis on addr of its keys, its scripts and
+// functions, and its counters (INFO stats: evicted_keys, say), and checks
+// it then holds no key. It does not undo a CONFIG SET a client may have
+// sent: a Redis lock node whose clients are the subject's is not reused
+// (engine), only the harness's own store.
+func redisReset(ctx context.Context, addr string) error {
+	c := NewClient(addr, ClientOptions{Timeout: 2 * time.Second, PoolSize: 1})
+	defer c.Close()
+	for _, cmd := range [][]any{{"FLUSHALL", "SYNC"}, {"SCRIPT", "FLUSH", "SYNC"}, {"FUNCTION", "FLUSH", "SYNC"}, {"CONFIG", "RESETSTAT"}} {
+		if err := c.Do(ctx, cmd...).Err(); err != nil {
+			return fmt.Errorf("%v: %w", cmd, err)
+		}
+	}
+	n, err := c.DBSize(ctx).Result()
+	if err != nil {
+		return err
+	}
+	if n != 0 {
+		return fmt.Errorf("%d keys left", n)
+	}
+	return nil
 }

@@ -24,6 +24,7 @@ func (n *Node) Do(ctx context.Context, args ...any) (any, error) {
 	if !n.spec.Kind.RESP {
 		return nil, fmt.Errorf("cluster: %s is a %s node: Do speaks Redis's protocol", n.Name, n.spec.Kind.Name)
 	}
+	n.fault("admin command")
 	c := n.admin()
 	defer c.Close()
 	return c.Do(ctx, args...).Result()
@@ -39,6 +40,7 @@ func (n *Node) Pipeline(ctx context.Context, cmds ...[]any) (errs []error, err e
 	if !n.spec.Kind.RESP {
 		return nil, fmt.Errorf("cluster: %s is a %s node: Pipeline speaks Redis's protocol", n.Name, n.spec.Kind.Name)
 	}
+	n.fault("admin pipeline")
 	c := n.admin()
 	defer c.Close()
 	p := c.Pipeline()

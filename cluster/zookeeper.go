@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/go-zookeeper/zk"
 )
 
 // ZooKeeperKind is one member of a ZooKeeper ensemble, run from Debian's
@@ -31,6 +34,7 @@ var ZooKeeperKind = &Kind{
 	Args:        zooKeeperArgs,
 	Ready:       zooKeeperReady,
 	Role:        zooKeeperMode,
+	Reset:       zooKeeperReset,
 	// Three JVMs loading classes at once on two cores that also run the
 	// tests take seconds each; a leader election follows.
 	StartTimeout: 60 * time.Second,
@@ -155,3 +159,64 @@ func zooKeeperReady(ctx context.Context, addr string) (int, error) {
 	_, err := zooKeeperMode(ctx, addr)
 	return 0, err
 }
+
+// zooKeeperReset deletes every znode but ZooKeeper's own (/zookeeper),
+// as seen from the member on addr once it has synced with the leader,
+// and checks that member then sees none. Ephemeral nodes of a session
+// that has not expired yet (a killed worker's) go too: any session may
+// delete them.
+func zooKeeperReset(ctx context.Context, addr string) error {
+	c, _, err := zk.Connect([]string{addr}, 2*time.Second, zk.WithLogger(zooKeeperQuiet{}), zk.WithLogInfo(false))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// The client's calls wait for a session however long it takes;
+	// closing the connection ends them.
+	stop := context.AfterFunc(ctx, c.Close)
+	defer stop()
+	if _, err := c.Sync("/"); err != nil {
+		return err
+	}
+	var remove func(path string) error
+	remove = func(path string) error {
+		children, _, err := c.Children(path)
+		if errors.Is(err, zk.ErrNoNode) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, child := range children {
+			if path == "/" && child == "zookeeper" {
+				continue
+			}
+			if err := remove(strings.TrimSuffix(path, "/") + "/" + child); err != nil {
+				return err
+			}
+		}
+		if path == "/" {
+			return nil
+		}
+		if err := c.Delete(path, -1); err != nil && !errors.Is(err, zk.ErrNoNode) {
+			return err
+		}
+		return nil
+	}
+	if err := remove("/"); err != nil {
+		return err
+	}
+	left, _, err := c.Children("/")
+	if err != nil {
+		return err
+	}
+	if len(left) != 1 || left[0] != "zookeeper" {
+		return fmt.Errorf("znodes left under /: %v", left)
+	}
+	return nil
+}
+
+// zooKeeperQuiet drops the client library's log lines.
+type zooKeeperQuiet struct{}
+
+func (zooKeeperQuiet) Printf(string, ...any) {}

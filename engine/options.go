@@ -90,6 +90,11 @@ type Options struct {
 	// Alone runs the story alone on the machine, whatever the story says:
 	// how a starved run is tried a second time (RunUnstarved).
 	Alone bool
+	// Pool, when set, keeps the servers a run left healthy for the next
+	// run of the same topology, reset, and starts a run on such servers
+	// where it holds some (Resolved.PoolKey says which runs may). The
+	// caller closes it after its last run. Nil: every run starts its own.
+	Pool *cluster.Pool
 }
 
 // lockInfo is the lock the options name: Custom, or from the registry.

@@ -8,6 +8,7 @@ import (
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/locks/library"
+	"github.com/locktorture/locktorture/locks/services"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
 	"github.com/locktorture/locktorture/worker"
@@ -15,8 +16,10 @@ import (
 
 // The test binary is its own client worker for runs with ClientProcs.
 func TestMain(m *testing.M) {
-	// The libraries' locks are run beside the reference locks here.
+	// The libraries' locks are run beside the reference locks here, and
+	// a lock service's where a test needs servers the pool keeps.
 	library.Register()
+	services.Register()
 	cluster.QuietRedisLog()
 	worker.ServeIfWorker(locks.Lookup)
 	os.Exit(m.Run())

@@ -37,6 +37,9 @@ type Result struct {
 	Started   time.Time          `json:"started"`
 	Elapsed   string             `json:"elapsed"`
 	Nodes     []cluster.NodeInfo `json:"nodes"`
+	// Reused names the run ("scenario/lock") that left these servers,
+	// reset, when the run did not start its own (Options.Pool).
+	Reused string `json:"reused,omitempty"`
 	// Schedule lists the nemesis steps, so a random run can be read and
 	// replayed (same seed, same steps).
 	Schedule string `json:"schedule,omitempty"`

@@ -73,14 +73,20 @@ type runner struct {
 	info     locks.Info
 	expected verdict.Expectation
 	seats    int // Resolved.Seats
+	// poolKey is Resolved.PoolKey; parked says the pool keeps the
+	// servers, so the run's exit leaves them running.
+	poolKey string
+	parked  bool
 
 	res   *Result
 	rec   *history.Recorder
 	cl    *cluster.Cluster
 	env   *scenario.Env
 	store *cluster.Node
-	// lag is the lateness meter's own client of the store (startStore).
-	lag   *redis.Client
+	// lag is the lateness meter's own client of the store (startStore);
+	// sessions are its sessions with lock nodes (pings), ended with it.
+	lag      *redis.Client
+	sessions []func()
 	procs *processes
 	wo    workloads.Options
 	sched nemesis.Schedule
@@ -93,7 +99,7 @@ type runner struct {
 
 // newRunner is the run p resolves to, before its first phase.
 func newRunner(p Resolved) *runner {
-	return &runner{o: p.Options, s: p.Scenario, info: p.Lock, expected: p.Expected, seats: p.Seats()}
+	return &runner{o: p.Options, s: p.Scenario, info: p.Lock, expected: p.Expected, seats: p.Seats(), poolKey: p.PoolKey()}
 }
 
 // onExit has cleanup call stop.
@@ -157,18 +163,22 @@ func (r *runner) createRecorder() error {
 
 // startTopology starts the story's servers (the lock nodes, as plain
 // nodes or a Redis Cluster, a replica and Sentinel if the story has them,
-// and the store) and writes what started to cluster.json. The cluster's
-// Close, on exit, stops every node it started, a failed start's included.
+// and the store), or takes those a run of the same topology left in the
+// pool, and writes what runs to cluster.json. The cluster's Close, on
+// exit, stops every node it started, a failed start's included, unless
+// the pool keeps them (release).
 func (r *runner) startTopology(ctx context.Context) error {
+	r.onExit(r.closeCluster)
+	if ok, err := r.reuseTopology(ctx); ok || err != nil {
+		return errors.Join(err, r.writeTopology())
+	}
 	o := r.o
 	cl, err := cluster.New(cluster.Options{Backend: o.Backend, Server: o.Server, Logf: r.logf})
 	if err != nil {
 		return err
 	}
 	r.cl = cl
-	r.onExit(func() { cl.Close() })
-	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Probe: o.Probe, Params: o.Params,
-		Interval: o.Interval}
+	r.newEnv()
 	if err := r.startLockNodes(ctx); err != nil {
 		return err
 	}
@@ -180,7 +190,19 @@ func (r *runner) startTopology(ctx context.Context) error {
 	if err := r.startStore(ctx); err != nil {
 		return err
 	}
-	r.res.Nodes = cl.Info()
+	return r.writeTopology()
+}
+
+// newEnv is the story's Env before its servers are named in it.
+func (r *runner) newEnv() {
+	o := r.o
+	r.env = &scenario.Env{TTL: o.TTL, TimeLimit: o.TimeLimit, Lock: o.Lock, Seed: o.Seed, Probe: o.Probe, Params: o.Params,
+		Interval: o.Interval}
+}
+
+// writeTopology writes what runs to cluster.json.
+func (r *runner) writeTopology() error {
+	r.res.Nodes = r.cl.Info()
 	return writeJSON(filepath.Join(r.res.Dir, "cluster.json"), r.res.Nodes)
 }
 
@@ -189,11 +211,12 @@ func (r *runner) startTopology(ctx context.Context) error {
 func (r *runner) startLockNodes(ctx context.Context) error {
 	t, env := r.s.Topology, r.env
 	var lockNodes []cluster.NodeOptions
-	for i := 1; i <= r.info.Nodes && !t.Cluster; i++ {
-		name := fmt.Sprintf("n%d", i)
+	if !t.Cluster {
+		env.Nodes = lockNodeNames(r.info.Nodes)
+	}
+	for _, name := range env.Nodes {
 		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: r.info.Server, Clock: t.Clock, Persistence: t.Persistence,
 			Args: t.Args})
-		env.Nodes = append(env.Nodes, name)
 	}
 	if _, err := r.cl.AddNodes(ctx, lockNodes); err != nil {
 		return err
@@ -242,6 +265,12 @@ func (r *runner) startStore(ctx context.Context) error {
 		return err
 	}
 	r.store = store
+	return r.connectMeter(ctx)
+}
+
+// connectMeter opens the lateness meter's client of the store.
+func (r *runner) connectMeter(ctx context.Context) error {
+	store := r.store
 	// The lateness meter pings the store straight at its port: no fault
 	// touches that path, so a slow answer is the machine's, not a story's.
 	lag := cluster.NewClient(store.Addr(), cluster.ClientOptions{Timeout: 5 * time.Second, PoolSize: 1})
@@ -355,6 +384,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Ready = r.rec.Now()
 	observer := r.watchNodes()
 	r.onExit(observer.Stop)
+	r.onExit(r.endSessions)
 	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings(ctx)})
 	// The schedule's opening is in place before any client moves; a failed
 	// opening stops the clients before their first cycle.
@@ -383,10 +413,19 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	cancelStop()
 	observer.Stop()
 	r.res.Lateness = meter.Stop()
+	r.endSessions()
 	nerr = <-nemErr
 	r.procs.close()
-	r.cl.Close()
+	r.release(ctx)
 	return werr, nerr
+}
+
+// endSessions ends the lateness meter's sessions with lock nodes.
+func (r *runner) endSessions() {
+	for _, end := range r.sessions {
+		end()
+	}
+	r.sessions = nil
 }
 
 // pings are the lateness meter's round trips: the store's, straight to
@@ -417,7 +456,7 @@ func (r *runner) pings(ctx context.Context) []lateness.Ping {
 				r.logf("lateness: no session with %s (%v): its replies go unmeasured", n.Name, err)
 				continue
 			}
-			r.onExit(end)
+			r.sessions = append(r.sessions, end)
 			out = append(out, lateness.Ping{Every: 100 * time.Millisecond, Do: ask, Kind: lateness.Server})
 		default:
 			out = append(out, lateness.Ping{Every: 100 * time.Millisecond, Kind: lateness.Server, Do: func(ctx context.Context) error {

@@ -30,6 +30,7 @@ type flags struct {
 	check, merge, sweep, shrink    string
 	printStory, storyFiles         string
 	list, procs, explore, verbose  bool
+	fresh                          bool
 	// The user's system: the workload's shape and faults on an interval.
 	hold, think, faultEvery, faultFor workloads.Dist
 	keys                              int
@@ -43,7 +44,7 @@ type flags struct {
 }
 
 // usageLine is the first line -h prints, above every flag's own.
-const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-fresh] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
 
 // newFlags declares every flag on a set of its own, for one parse.
 func newFlags() *flags {
@@ -63,6 +64,7 @@ func newFlags() *flags {
 	fs.StringVar(&f.backend, "backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
 	fs.BoolVar(&f.procs, "client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
 	fs.IntVar(&f.parallel, "parallel", engine.Seats(), "pairs run at once (default: the room's seats, two per core); each takes its seats, half a core for a light pair, a core else, the machine for a timing-sensitive story")
+	fs.BoolVar(&f.fresh, "fresh", false, "start every pair's servers afresh (default: a lock service's servers, ZooKeeper's, etcd's, PostgreSQL's, MariaDB's, that a pair left unfaulted and answering are reset and kept for the next pair of the same topology)")
 	fs.StringVar(&f.shard, "shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines; auto[/n] takes i (and n) from a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a CI's parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
 	fs.StringVar(&f.check, "check", "", "judge every run stored under `DIR` (one run, or a results tree) again with today's checkers and rewrite its verdict and report, starting nothing, then exit")
 	fs.StringVar(&f.merge, "merge", "", "join the summaries and runs of shard result directories (comma-separated) into -out, then exit")

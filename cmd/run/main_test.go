@@ -1012,11 +1012,19 @@ func TestDocsScenarioFilesRead(t *testing.T) {
 }
 
 // The pairs that take a seat start first, the alone ones after, each in
-// the plan's order: the drain an alone pair waits for is paid once.
+// the plan's order: the drain an alone pair waits for is paid once. The
+// pairs of a kept topology follow one another, from the place of the
+// first, so each finds the servers the one before it left.
 func TestRunOrderPutsTheAloneLast(t *testing.T) {
 	plans := []pairPlan{{lock: "a", alone: true}, {lock: "b"}, {lock: "c", alone: true}, {lock: "d"}, {lock: "e"}}
 	if got := runOrder(plans); !slices.Equal(got, []int{1, 3, 4, 0, 2}) {
 		t.Fatalf("order %v", got)
+	}
+	zk, pg := "zookeeper×3", "postgres×1"
+	plans = []pairPlan{{lock: "r1"}, {lock: "z1", topology: zk}, {lock: "r2"}, {lock: "p1", topology: pg, alone: true}, {lock: "z2", topology: zk},
+		{lock: "r3"}, {lock: "p2", topology: pg, alone: true}, {lock: "z3", topology: zk}, {lock: "a1", alone: true}}
+	if got := runOrder(plans); !slices.Equal(got, []int{0, 1, 4, 7, 2, 5, 3, 6, 8}) {
+		t.Fatalf("order %v, want r1 z1 z2 z3 r2 r3 p1 p2 a1", got)
 	}
 }
 

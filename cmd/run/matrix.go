@@ -27,7 +27,7 @@ import (
 // matrixMode is what run does when no other mode is named. -runs is the
 // one flag it refuses that is not a mode's own: it counts a sweep's or a
 // shrink's runs, and a pair runs once.
-var matrixMode = mode{takes: slices.Concat(runFlags, []string{"scenario", "service", "language", "shard", "probe", "v"}),
+var matrixMode = mode{takes: slices.Concat(runFlags, []string{"scenario", "service", "language", "shard", "probe", "v", "fresh"}),
 	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 		return runMatrix(ctx, f, nil, stdout, stderr)
 	}}
@@ -77,6 +77,13 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 		return 2
 	}
 	m.sayPlan(stdout)
+	if !f.fresh {
+		m.base.Pool = cluster.NewPool(keptTopologies)
+		defer m.base.Pool.Close()
+		for key, n := range m.topologies() {
+			m.base.Pool.Want(key, n)
+		}
+	}
 	// One pair asked for by name is looked at, not tallied: its block is
 	// printed as with -v.
 	m.tr = newTracker(stdout, stderr, m.plans, f.parallel, m.seats, isTerminal(stdout), f.verbose || len(m.pairs) == 1)
@@ -101,13 +108,35 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 	return m.end(wall, stdout, stderr)
 }
 
+// keptTopologies is how many pairs' servers a matrix keeps for the next
+// pair of their topology (engine.Options.Pool): the pairs of a topology
+// run one after another (runOrder), at most two side by side, each
+// handing its servers to the next.
+const keptTopologies = 4
+
+// topologies counts the matrix's pairs by the topology the pool keeps
+// for them.
+func (m *matrixRun) topologies() map[string]int {
+	n := map[string]int{}
+	for _, p := range m.plans {
+		if p.topology != "" {
+			n[p.topology]++
+		}
+	}
+	return n
+}
+
 // runOrder is the order the pairs start in: those that take a seat
 // first, then those that take the machine alone, each in the plan's
-// order. An alone pair waits for every seat to empty, and a seat emptied
-// for it stays idle until the other's pair ends; met among the others,
-// each alone pair costs that drain once, and together, after them, the
-// drain is paid once and the matrix ends with no seat idle behind a last
-// long pair. The results are listed in the plan's order all the same.
+// order but with the pairs of one kept topology together (in the place
+// of its first), so that each hands its servers to the next at once
+// rather than leave them idle, beside other pairs, until a later story's
+// pair of its kind. An alone pair waits for every seat to empty, and a
+// seat emptied for it stays idle until the other's pair ends; met among
+// the others, each alone pair costs that drain once, and together, after
+// them, the drain is paid once and the matrix ends with no seat idle
+// behind a last long pair. The results are listed in the plan's order all
+// the same.
 func runOrder(plans []pairPlan) []int {
 	var shared, alone []int
 	for i, p := range plans {
@@ -117,7 +146,35 @@ func runOrder(plans []pairPlan) []int {
 			shared = append(shared, i)
 		}
 	}
-	return append(shared, alone...)
+	return append(byTopology(plans, shared), byTopology(plans, alone)...)
+}
+
+// byTopology is order with each kept topology's pairs moved up to its
+// first, the rest in place.
+func byTopology(plans []pairPlan, order []int) []int {
+	// rank is where a pair goes: its own place, or its topology's first.
+	rank := make([]int, len(order))
+	first := map[string]int{}
+	for k, i := range order {
+		rank[k] = k
+		if key := plans[i].topology; key != "" {
+			if f, ok := first[key]; ok {
+				rank[k] = f
+			} else {
+				first[key] = k
+			}
+		}
+	}
+	places := make([]int, len(order))
+	for k := range places {
+		places[k] = k
+	}
+	slices.SortStableFunc(places, func(a, b int) int { return rank[a] - rank[b] })
+	out := make([]int, len(order))
+	for k, place := range places {
+		out[k] = order[place]
+	}
+	return out
 }
 
 // selectPairs is the pairs of the flags' plan that fall in -shard, which
@@ -168,7 +225,8 @@ func (m *matrixRun) resolve() error {
 		if err != nil {
 			return err
 		}
-		m.plans[i] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone(), take: plan.Seats(), kind: plan.Lock.ServerKind()}
+		m.plans[i] = pairPlan{scenario: p[0], lock: p[1], limit: plan.Options.TimeLimit, alone: plan.Alone(), take: plan.Seats(), kind: plan.Lock.ServerKind(),
+			topology: plan.PoolKey()}
 	}
 	return nil
 }

@@ -36,6 +36,10 @@ type pairPlan struct {
 	// kind is the lock's server kind, by which the matrix says where its
 	// time went.
 	kind string
+	// topology is the servers it starts, as a key of the pool that keeps
+	// them for the next pair (engine.Resolved.PoolKey); "" for servers
+	// never kept.
+	topology string
 }
 
 func (p pairPlan) name() string { return p.scenario + " / " + p.lock }

@@ -21,7 +21,7 @@ var printMode = mode{flag: "print-scenario", does: "prints a built-in story as a
 // catalogue's: the files name the stories, so it takes no -scenario, and
 // each story runs as its file tells it, so no -probe, -sweep or -explore.
 var fileMode = mode{flag: "scenario-file", does: "names the stories to run",
-	takes: slices.Concat(runFlags, []string{"service", "language", "shard", "v"}),
+	takes: slices.Concat(runFlags, []string{"service", "language", "shard", "v", "fresh"}),
 	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 		told, names, err := readStories(split(f.storyFiles))
 		if err != nil {

@@ -1,0 +1,232 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Reset readies the cluster, its run over and its clients gone, for
+// another run of the same topology. Every node must be as its start left
+// it but for what clients wrote: no fault the harness did to it
+// (Node.Faulted), not paused, its own process still answering. Then
+// every link and follower is closed and each node is emptied by its
+// kind's Reset. A node that is not so, or a kind without Reset, is an
+// error, and such a cluster is for closing, not reuse: a fault may leave
+// what no reset is proven to undo (a member's log replayed, a clock's
+// file, an admin command's config).
+func (c *Cluster) Reset(ctx context.Context) error {
+	if c.closed() {
+		return errors.New("cluster: reset: the cluster is closed")
+	}
+	for _, n := range c.Nodes() {
+		if err := n.reusable(ctx); err != nil {
+			return err
+		}
+	}
+	c.mu.Lock()
+	followers := c.followers
+	c.followers = nil
+	c.mu.Unlock()
+	for _, f := range followers {
+		f.close()
+	}
+	for _, n := range c.Nodes() {
+		n.closeLinks()
+	}
+	_ = c.proxies.Collection.Clear()
+	for _, n := range c.Nodes() {
+		if err := n.Kind().Reset(ctx, n.Addr()); err != nil {
+			return fmt.Errorf("cluster: reset %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}
+
+// reusable says why the node cannot serve another run, or nil.
+func (n *Node) reusable(ctx context.Context) error {
+	k := n.Kind()
+	switch {
+	case k.Reset == nil:
+		return fmt.Errorf("cluster: %s: a %s node has no reset", n.Name, k.Name)
+	case n.Faulted() != "":
+		return fmt.Errorf("cluster: %s took a fault (%s)", n.Name, n.Faulted())
+	case n.Paused():
+		return fmt.Errorf("cluster: %s is paused", n.Name)
+	}
+	return n.answers(ctx)
+}
+
+// answers asks the node's kind whether the server serves, within a
+// second; a server that names its pid must name the one that started.
+func (n *Node) answers(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	pid, err := n.Kind().Ready(ctx, n.Addr())
+	if err != nil {
+		return fmt.Errorf("cluster: %s does not answer: %w", n.Name, err)
+	}
+	if pid != 0 && n.PID() != 0 && pid != n.PID() {
+		return fmt.Errorf("cluster: %s answers as process %d, not %d", n.Name, pid, n.PID())
+	}
+	return nil
+}
+
+// closeLinks closes every link to the node and forgets them: the next
+// run's clients get links of their own, with no toxic of this run's.
+func (n *Node) closeLinks() {
+	n.mu.Lock()
+	links := n.links
+	n.links = map[string]*Link{}
+	n.mu.Unlock()
+	for _, l := range links {
+		l.close()
+	}
+}
+
+// Pool keeps clusters that a run left healthy, reset (Cluster.Reset), for
+// the next run of the same topology, named by a key the caller makes: a
+// ZooKeeper ensemble's three JVMs start once rather than per run. It
+// holds at most max clusters, closing the oldest beyond that, and of a
+// key no more than the runs still to come will take (Want); Close closes
+// what it holds. Its clusters' servers run idle while kept, and an idle
+// ensemble is not free (a ZooKeeper's three JVMs and an etcd's three
+// members each take 7 to 8% of a core at their heartbeats), so a caller
+// runs the pairs of a topology one after another.
+type Pool struct {
+	max int
+
+	mu     sync.Mutex
+	kept   []kept
+	wanted map[string]int
+	closed bool
+}
+
+// kept is one cluster in the pool, and the run that left it.
+type kept struct {
+	key, from string
+	c         *Cluster
+}
+
+// NewPool makes a pool that keeps at most max clusters.
+func NewPool(max int) *Pool { return &Pool{max: max} }
+
+// Put resets c and keeps it under key, from naming the run that left it.
+// When c cannot be kept (Reset's error, or the pool is closed), Put
+// closes it and says why.
+func (p *Pool) Put(ctx context.Context, key, from string, c *Cluster) error {
+	if err := c.Reset(ctx); err != nil {
+		c.Close()
+		return err
+	}
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		c.Close()
+		return errors.New("cluster: the pool is closed")
+	}
+	if n, ok := p.wanted[key]; ok && p.count(key) >= n {
+		p.mu.Unlock()
+		c.Close()
+		return errors.New("cluster: no run still to come wants these servers")
+	}
+	p.kept = append(p.kept, kept{key: key, from: from, c: c})
+	var over []kept
+	if n := len(p.kept) - p.max; n > 0 {
+		over = append(over, p.kept[:n]...)
+		p.kept = p.kept[n:]
+	}
+	p.mu.Unlock()
+	for _, k := range over {
+		k.c.Close()
+	}
+	return nil
+}
+
+// Take hands out a kept cluster of key, the most recently kept first, and
+// the run that left it; nil when there is none. A cluster whose node no
+// longer answers as it did is closed, and the next one tried.
+func (p *Pool) Take(ctx context.Context, key string) (*Cluster, string) {
+	p.asked(key)
+	for {
+		k, ok := p.take(key)
+		if !ok {
+			return nil, ""
+		}
+		if k.c.answers(ctx) == nil {
+			return k.c, k.from
+		}
+		k.c.Close()
+	}
+}
+
+// Want says n more runs of key will ask for servers: the pool then keeps
+// no more clusters of key than those runs will take, and none once the
+// last has asked. A key never wanted is kept as the pool's size allows.
+func (p *Pool) Want(key string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.wanted == nil {
+		p.wanted = map[string]int{}
+	}
+	p.wanted[key] = n
+}
+
+// count is how many clusters of key the pool keeps; p.mu is held.
+func (p *Pool) count(key string) int {
+	n := 0
+	for _, k := range p.kept {
+		if k.key == key {
+			n++
+		}
+	}
+	return n
+}
+
+// asked counts one run's ask for key against what was wanted of it.
+func (p *Pool) asked(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if n, ok := p.wanted[key]; ok && n > 0 {
+		p.wanted[key] = n - 1
+	}
+}
+
+// take removes the latest cluster kept under key from the pool.
+func (p *Pool) take(key string) (kept, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i := len(p.kept) - 1; i >= 0; i-- {
+		if p.kept[i].key == key {
+			k := p.kept[i]
+			p.kept = append(p.kept[:i], p.kept[i+1:]...)
+			return k, true
+		}
+	}
+	return kept{}, false
+}
+
+// Close closes every cluster the pool keeps; a cluster Put after it is
+// closed at once.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	all := p.kept
+	p.kept, p.closed = nil, true
+	p.mu.Unlock()
+	for _, k := range all {
+		k.c.Close()
+	}
+}
+
+// answers checks every node of the cluster still answers as its own
+// process (Node.answers).
+func (c *Cluster) answers(ctx context.Context) error {
+	for _, n := range c.Nodes() {
+		if err := n.reusable(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
