@@ -87,9 +87,9 @@ type runner struct {
 	// sessions are its sessions with lock nodes (pings), ended with it.
 	lag      *redis.Client
 	sessions []func()
-	procs *processes
-	wo    workloads.Options
-	sched nemesis.Schedule
+	procs    *processes
+	wo       workloads.Options
+	sched    nemesis.Schedule
 	// plan is the schedule as data, nil for a story told in Go.
 	plan scenario.Plan
 
