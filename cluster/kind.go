@@ -138,10 +138,13 @@ type Kind struct {
 	// leader to kill.
 	Role func(ctx context.Context, addr string) (string, error)
 	// Reset, when set, empties the server on addr of everything clients
-	// left in it (keys, leases, znodes, tables, sessions), so that the next
-	// run finds it as a fresh start would, and returns once addr itself
-	// answers that it holds nothing. It runs on every member of an
-	// ensemble. A kind without it is never reused (Cluster.Reset, Pool).
+	// left in it (keys, leases, znodes, tables, and the locks their
+	// sessions hold), so that the next run finds it as a fresh start
+	// would, and returns once addr itself answers that it holds nothing.
+	// A killed worker's ZooKeeper session may outlive the reset until it
+	// expires, holding nothing: its ephemeral nodes are gone. It runs on
+	// every member of an ensemble. A kind without it is never reused
+	// (Cluster.Reset, Pool).
 	Reset func(ctx context.Context, addr string) error
 }
 

@@ -291,6 +291,14 @@ func mariadbReset(ctx context.Context, addr string) error {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
+	left, err := mariadbIDs(ctx, c, `SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '`+mariadbDatabase+`' UNION ALL `+
+		strings.Replace(others, "SELECT ID", "SELECT count(*)", 1))
+	if err != nil {
+		return err
+	}
+	if len(left) != 2 || left[0] != 0 || left[1] != 0 {
+		return fmt.Errorf("tables and other connections left: %v", left)
+	}
 	return nil
 }
 

@@ -60,7 +60,9 @@ func (n *Node) reusable(ctx context.Context) error {
 }
 
 // answers asks the node's kind whether the server serves, within a
-// second; a server that names its pid must name the one that started.
+// second, and checks that the process answering is the one that started:
+// by the pid the server names, or, where it names none, by who listens
+// on its port (a local node's).
 func (n *Node) answers(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
@@ -68,8 +70,17 @@ func (n *Node) answers(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("cluster: %s does not answer: %w", n.Name, err)
 	}
-	if pid != 0 && n.PID() != 0 && pid != n.PID() {
-		return fmt.Errorf("cluster: %s answers as process %d, not %d", n.Name, pid, n.PID())
+	info := n.Info()
+	if info.Backend != Local {
+		return nil
+	}
+	switch {
+	case info.PID == 0:
+		return fmt.Errorf("cluster: %s is down", n.Name)
+	case pid != 0 && pid != info.PID:
+		return fmt.Errorf("cluster: %s answers as process %d, not %d", n.Name, pid, info.PID)
+	case pid == 0 && !listensOn(info.PID, info.Port):
+		return fmt.Errorf("cluster: %s's port %d is not its process %d's", n.Name, info.Port, info.PID)
 	}
 	return nil
 }
@@ -113,24 +124,30 @@ type kept struct {
 // NewPool makes a pool that keeps at most max clusters.
 func NewPool(max int) *Pool { return &Pool{max: max} }
 
+// resetWithin bounds a reset: a member that dies after the check would
+// otherwise keep a ZooKeeper client waiting for a session, and the run
+// its seats.
+const resetWithin = 30 * time.Second
+
 // Put resets c and keeps it under key, from naming the run that left it.
-// When c cannot be kept (Reset's error, or the pool is closed), Put
-// closes it and says why.
+// When c cannot be kept (the pool is closed, no run still to come wants
+// it, or Reset's error), Put closes it and says why.
 func (p *Pool) Put(ctx context.Context, key, from string, c *Cluster) error {
+	if err := p.wants(key); err != nil {
+		c.Close()
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, resetWithin)
+	defer cancel()
 	if err := c.Reset(ctx); err != nil {
 		c.Close()
 		return err
 	}
 	p.mu.Lock()
-	if p.closed {
+	if err := p.wantsLocked(key); err != nil {
 		p.mu.Unlock()
 		c.Close()
-		return errors.New("cluster: the pool is closed")
-	}
-	if n, ok := p.wanted[key]; ok && p.count(key) >= n {
-		p.mu.Unlock()
-		c.Close()
-		return errors.New("cluster: no run still to come wants these servers")
+		return err
 	}
 	p.kept = append(p.kept, kept{key: key, from: from, c: c})
 	var over []kept
@@ -155,7 +172,7 @@ func (p *Pool) Take(ctx context.Context, key string) (*Cluster, string) {
 		if !ok {
 			return nil, ""
 		}
-		if k.c.answers(ctx) == nil {
+		if k.c.reusable(ctx) == nil {
 			return k.c, k.from
 		}
 		k.c.Close()
@@ -172,6 +189,24 @@ func (p *Pool) Want(key string, n int) {
 		p.wanted = map[string]int{}
 	}
 	p.wanted[key] = n
+}
+
+// wants says why the pool would not keep a cluster of key now, or nil.
+func (p *Pool) wants(key string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.wantsLocked(key)
+}
+
+// wantsLocked is wants with p.mu held.
+func (p *Pool) wantsLocked(key string) error {
+	if p.closed {
+		return errors.New("cluster: the pool is closed")
+	}
+	if n, ok := p.wanted[key]; ok && p.count(key) >= n {
+		return errors.New("cluster: no run still to come wants these servers")
+	}
+	return nil
 }
 
 // count is how many clusters of key the pool keeps; p.mu is held.
@@ -220,9 +255,9 @@ func (p *Pool) Close() {
 	}
 }
 
-// answers checks every node of the cluster still answers as its own
-// process (Node.answers).
-func (c *Cluster) answers(ctx context.Context) error {
+// reusable checks every node of the cluster is still as a reset left it
+// (Node.reusable).
+func (c *Cluster) reusable(ctx context.Context) error {
 	for _, n := range c.Nodes() {
 		if err := n.reusable(ctx); err != nil {
 			return err

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"time"
 )
 
 // PoolKey is the topology a run of p starts, as its key in Options.Pool,
@@ -43,11 +44,17 @@ func (r *runner) reuseTopology(ctx context.Context) (bool, error) {
 	return true, r.connectMeter(ctx)
 }
 
+// settleWithin bounds the wait for the schedule's actions put off
+// (scenario.Env.Settle) before the servers are handed on.
+const settleWithin = 10 * time.Second
+
 // release hands the run's servers to the pool for the next run of their
-// topology, reset, or stops them: those of a run cut short, or whose
-// nodes a fault touched (cluster.Cluster.Reset says why), are stopped.
-func (r *runner) release(ctx context.Context) {
-	if r.o.Pool == nil || r.poolKey == "" || ctx.Err() != nil {
+// topology, reset, or stops them: those of a run cut short or failed
+// (failed: its clients', its schedule's or the gate's error), whose
+// schedule still acts, or whose nodes a fault touched
+// (cluster.Cluster.Reset says why), are stopped.
+func (r *runner) release(ctx context.Context, failed error) {
+	if r.o.Pool == nil || r.poolKey == "" || ctx.Err() != nil || failed != nil || !r.settled() {
 		r.cl.Close()
 		return
 	}
@@ -56,6 +63,24 @@ func (r *runner) release(ctx context.Context) {
 		return
 	}
 	r.parked = true
+}
+
+// settled waits for the actions the schedule put off to end, for at most
+// settleWithin: an action whose delay was up as the run ended may still
+// act on a node, which must then be marked faulted before the pool looks.
+func (r *runner) settled() bool {
+	done := make(chan struct{})
+	go func() {
+		r.env.Settle()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return true
+	case <-time.After(settleWithin):
+		r.logf("servers stopped, not kept: an action the schedule put off is still under way")
+		return false
+	}
 }
 
 // closeCluster stops the run's servers on exit, unless the pool keeps

@@ -416,7 +416,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.endSessions()
 	nerr = <-nemErr
 	r.procs.close()
-	r.release(ctx)
+	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))
 	return werr, nerr
 }
 

@@ -170,7 +170,11 @@ func ops(o ...fault.Op) []fault.Op { return o }
 func (c *compiler) later(do func(ctx context.Context) error) deed {
 	return func(context.Context, int) error {
 		bg := c.background()
-		go func() { c.e.Gate.Fail(bg, do(bg)) }()
+		c.e.deeds.Add(1)
+		go func() {
+			defer c.e.deeds.Done()
+			c.e.Gate.Fail(bg, do(bg))
+		}()
 		return nil
 	}
 }

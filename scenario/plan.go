@@ -274,7 +274,9 @@ func (c *compiler) action(path string, a Action) (deed, string, error) {
 	name = fmt.Sprintf("%s later, %s", delay, name)
 	return func(_ context.Context, caught int) error {
 		bg := c.background()
+		c.e.deeds.Add(1)
 		go func() {
+			defer c.e.deeds.Done()
 			select {
 			case <-bg.Done():
 			case <-time.After(delay):

@@ -4,6 +4,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -70,7 +71,17 @@ type Env struct {
 	// Interval is the faults an interval run applies (the run's, or the
 	// story's own), nil in any other.
 	Interval *Interval
+
+	// deeds counts the actions a plan put off (a delay, a lasting fault)
+	// that have not ended yet (Settle).
+	deeds sync.WaitGroup
 }
+
+// Settle waits until every action the schedule put off has ended: one
+// whose delay was up as the run ended may still act on a node, and the
+// servers are not handed to another run (engine's pool) until it has,
+// and its fault is marked on the node.
+func (e *Env) Settle() { e.deeds.Wait() }
 
 // Param is a number a story's schedule is told with, which a run may set
 // (engine.Options.Params) and a sweep varies (package sweep): how long a
