@@ -107,6 +107,12 @@ func kindNotes(k *cluster.Kind) []string {
 	if k.Cleanup != nil {
 		notes = append(notes, "leaves something outside its dir when killed, which the cluster removes")
 	}
+	switch {
+	case k.Reset != nil && k.RESP:
+		notes = append(notes, "as the store, kept with the lock servers it ran beside, emptied")
+	case k.Reset != nil:
+		notes = append(notes, "kept for a matrix's next pair of its topology when no fault touched it, emptied (`cluster.Pool`, `-fresh` to start each afresh)")
+	}
 	return notes
 }
 
