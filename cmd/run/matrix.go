@@ -78,7 +78,10 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 	}
 	m.sayPlan(stdout)
 	if !f.fresh {
-		m.base.Pool = cluster.NewPool(keptTopologies)
+		// One kept topology per seat: the pairs of a topology run one
+		// after another (runOrder), as many side by side as there are
+		// seats, each handing its servers to the next.
+		m.base.Pool = cluster.NewPool(m.seats)
 		defer m.base.Pool.Close()
 		for key, n := range m.topologies() {
 			m.base.Pool.Want(key, n)
@@ -107,12 +110,6 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 	}
 	return m.end(wall, stdout, stderr)
 }
-
-// keptTopologies is how many pairs' servers a matrix keeps for the next
-// pair of their topology (engine.Options.Pool): the pairs of a topology
-// run one after another (runOrder), at most two side by side, each
-// handing its servers to the next.
-const keptTopologies = 4
 
 // topologies counts the matrix's pairs by the topology the pool keeps
 // for them.
