@@ -337,18 +337,26 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.isClosed = true
-	nodes, followers := c.nodes, c.followers
+	c.mu.Unlock()
+	c.closeTraffic()
+	return c.backend.Close()
+}
+
+// closeTraffic closes every follower and every link to every node, and
+// forgets them: what carried the clients' traffic to the servers, which
+// Close and Reset both end.
+func (c *Cluster) closeTraffic() {
+	c.mu.Lock()
+	followers := c.followers
+	c.followers = nil
 	c.mu.Unlock()
 	for _, f := range followers {
 		f.close()
 	}
-	for _, n := range nodes {
-		for _, l := range n.Links() {
-			l.close()
-		}
+	for _, n := range c.Nodes() {
+		n.closeLinks()
 	}
 	_ = c.proxies.Collection.Clear()
-	return c.backend.Close()
 }
 
 // QuietRedisLog drops go-redis's own log lines (failed dials during a

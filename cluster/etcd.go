@@ -147,15 +147,13 @@ func etcdReset(ctx context.Context, addr string) error {
 			return err
 		}
 	}
-	// Key and range end "\x00": every key.
-	const all = `"key":"AA==","range_end":"AA=="`
-	if err := etcdPost(ctx, addr, "/v3/kv/deleterange", "{"+all+"}", nil); err != nil {
+	if err := etcdPost(ctx, addr, "/v3/kv/deleterange", "{"+etcdEveryKey+"}", nil); err != nil {
 		return err
 	}
 	var count struct {
 		Count string `json:"count"`
 	}
-	if err := etcdPost(ctx, addr, "/v3/kv/range", "{"+all+`,"count_only":true}`, &count); err != nil {
+	if err := etcdPost(ctx, addr, "/v3/kv/range", "{"+etcdEveryKey+`,"count_only":true}`, &count); err != nil {
 		return err
 	}
 	if count.Count != "" && count.Count != "0" {
@@ -163,6 +161,10 @@ func etcdReset(ctx context.Context, addr string) error {
 	}
 	return nil
 }
+
+// etcdEveryKey is the gateway's range of every key: key and range end
+// "\x00", base64.
+const etcdEveryKey = `"key":"AA==","range_end":"AA=="`
 
 // etcdPost posts body to the member's gateway path and decodes its
 // answer into out (nil: none wanted); a status other than 200 is an

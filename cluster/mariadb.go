@@ -291,13 +291,16 @@ func mariadbReset(ctx context.Context, addr string) error {
 			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
-	left, err := mariadbIDs(ctx, c, `SELECT count(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '`+mariadbDatabase+`' UNION ALL `+
-		strings.Replace(others, "SELECT ID", "SELECT count(*)", 1))
+	tables, err := mariadbIDs(ctx, c, `SELECT 1 FROM information_schema.TABLES WHERE TABLE_SCHEMA = '`+mariadbDatabase+`'`)
 	if err != nil {
 		return err
 	}
-	if len(left) != 2 || left[0] != 0 || left[1] != 0 {
-		return fmt.Errorf("tables and other connections left: %v", left)
+	ids, err := mariadbIDs(ctx, c, others)
+	if err != nil {
+		return err
+	}
+	if len(tables) != 0 || len(ids) != 0 {
+		return fmt.Errorf("%d tables and connections %v left", len(tables), ids)
 	}
 	return nil
 }

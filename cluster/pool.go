@@ -21,22 +21,10 @@ func (c *Cluster) Reset(ctx context.Context) error {
 	if c.closed() {
 		return errors.New("cluster: reset: the cluster is closed")
 	}
-	for _, n := range c.Nodes() {
-		if err := n.reusable(ctx); err != nil {
-			return err
-		}
+	if err := c.reusable(ctx); err != nil {
+		return err
 	}
-	c.mu.Lock()
-	followers := c.followers
-	c.followers = nil
-	c.mu.Unlock()
-	for _, f := range followers {
-		f.close()
-	}
-	for _, n := range c.Nodes() {
-		n.closeLinks()
-	}
-	_ = c.proxies.Collection.Clear()
+	c.closeTraffic()
 	for _, n := range c.Nodes() {
 		if err := n.Kind().Reset(ctx, n.Addr()); err != nil {
 			return fmt.Errorf("cluster: reset %s: %w", n.Name, err)

@@ -160,7 +160,7 @@ var etcdLeft = leftBehind{kind: "etcd", binary: "etcd", members: 3,
 		var count struct {
 			Count string `json:"count"`
 		}
-		if err := etcdPost(ctx, addr, "/v3/kv/range", `{"key":"AA==","range_end":"AA==","count_only":true}`, &count); err != nil {
+		if err := etcdPost(ctx, addr, "/v3/kv/range", "{"+etcdEveryKey+`,"count_only":true}`, &count); err != nil {
 			t.Fatal(err)
 		}
 		var leases struct {

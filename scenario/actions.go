@@ -169,12 +169,7 @@ func ops(o ...fault.Op) []fault.Op { return o }
 // cut it short.
 func (c *compiler) later(do func(ctx context.Context) error) deed {
 	return func(context.Context, int) error {
-		bg := c.background()
-		c.e.deeds.Add(1)
-		go func() {
-			defer c.e.deeds.Done()
-			c.e.Gate.Fail(bg, do(bg))
-		}()
+		c.aside(func(bg context.Context) { c.e.Gate.Fail(bg, do(bg)) })
 		return nil
 	}
 }

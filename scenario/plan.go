@@ -273,18 +273,26 @@ func (c *compiler) action(path string, a Action) (deed, string, error) {
 	delay := a.Delay.in(c.e)
 	name = fmt.Sprintf("%s later, %s", delay, name)
 	return func(_ context.Context, caught int) error {
-		bg := c.background()
-		c.e.deeds.Add(1)
-		go func() {
-			defer c.e.deeds.Done()
+		c.aside(func(bg context.Context) {
 			select {
 			case <-bg.Done():
 			case <-time.After(delay):
 				c.e.Gate.Fail(bg, do(bg, caught))
 			}
-		}()
+		})
 		return nil
 	}, name, nil
+}
+
+// aside runs do in the schedule's context without holding up the steps
+// after it, counted until it ends (Env.Settle).
+func (c *compiler) aside(do func(bg context.Context)) {
+	bg := c.background()
+	c.e.deeds.Add(1)
+	go func() {
+		defer c.e.deeds.Done()
+		do(bg)
+	}()
 }
 
 // actionsOf compiles a trap's then or wake: one deed doing each in turn,
