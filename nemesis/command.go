@@ -30,6 +30,12 @@ type Command struct {
 	// Nth springs on the Nth command of the op that matches (1-based);
 	// 0 springs on every match.
 	Nth int `json:"nth,omitempty"`
+	// LikeFirst springs only on a command like the op's first match: the
+	// same name, and for EVAL and EVALSHA the same script. That is the
+	// op's first try to take a key or a retry of it, not a later step of
+	// a try that already took it (Symfony's lease set by a second script
+	// after its first took the key).
+	LikeFirst bool `json:"like_first,omitempty"`
 	// Reply springs after the reply arrived and before the lock sees it
 	// (the client reads its replies late, K6); otherwise before the command
 	// is written (it leaves late, or never).
@@ -63,6 +69,9 @@ func (c Command) String() string {
 	b.WriteString(orAny(c.Match))
 	if c.After != "" {
 		fmt.Fprintf(&b, " right after %s on the same key", c.After)
+	}
+	if c.LikeFirst {
+		b.WriteString(" like the op's first")
 	}
 	if c.In != "" {
 		fmt.Fprintf(&b, " in %s", c.In)
@@ -178,6 +187,9 @@ func (c Command) selects(op string, cmds []sent, i int) bool {
 			return false
 		}
 	}
+	if c.LikeFirst && !s.like(firstMatch(cmds, c.Match)) {
+		return false
+	}
 	if c.Nth > 0 {
 		n := 0
 		for j := 0; j <= i; j++ {
@@ -236,6 +248,32 @@ func Succeeded(cmd redis.Cmder) bool {
 			return x
 		}
 		return true
+	}
+	return true
+}
+
+// firstMatch is the first of cmds that matches spec; cmds holds at least
+// one that does (the command being selected).
+func firstMatch(cmds []sent, spec string) sent {
+	for _, s := range cmds {
+		if s.matches(spec) {
+			return s
+		}
+	}
+	return sent{}
+}
+
+// like reports whether s is the same command as o: the same name, and the
+// same script for an EVAL (by its SHA1) or an EVALSHA.
+func (s sent) like(o sent) bool {
+	if len(s.args) == 0 || len(o.args) == 0 || s.args[0] != o.args[0] {
+		return false
+	}
+	switch s.args[0] {
+	case "eval":
+		return s.script == o.script
+	case "evalsha":
+		return len(s.args) > 1 && len(o.args) > 1 && s.args[1] == o.args[1]
 	}
 	return true
 }

@@ -110,6 +110,50 @@ func TestCommandTrapsSelect(t *testing.T) {
 	}
 }
 
+// LikeFirst springs on the op's first try to take a key and its retries,
+// not on a later step of a try that took it: Symfony's acquire takes the
+// key with one script and sets its lease with another.
+func TestLikeFirstSkipsTheStepAfterATake(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 0, time.Second)
+	var seen []string
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "EVAL|EVALSHA", LikeFirst: true},
+		Then: func(context.Context, int, int) error { seen = append(seen, "take"); return nil }})
+	take := `return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", 300000)`
+	lease := `return redis.call("PEXPIRE", KEYS[1], ARGV[1])`
+	c.Set(ctx, "held", 1, 0)
+
+	g.Begin(context.Background(), 0, 0, history.Acquire)
+	c.Eval(ctx, take, []string{"held"}, "me") // the first try, refused: a trap springs once
+	c.Eval(ctx, take, []string{"k"}, "me")
+	c.Eval(ctx, lease, []string{"k"}, 1000)
+	g.End(0, 0)
+	if strings.Join(seen, ",") != "take" {
+		t.Fatalf("want a spring at the op's first try, got %v", seen)
+	}
+	seen = nil
+	g.Disarm()
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "EVAL|EVALSHA", LikeFirst: true, Nth: 3},
+		Then: func(context.Context, int, int) error { seen = append(seen, "third"); return nil }})
+	g.Begin(context.Background(), 0, 0, history.Acquire)
+	c.Eval(ctx, take, []string{"held"}, "me") // refused: the key is held
+	c.Eval(ctx, take, []string{"m"}, "me")    // the retry takes another
+	c.Eval(ctx, lease, []string{"m"}, 1000)   // the third EVAL, but the lease step
+	g.End(0, 0)
+	if len(seen) != 0 {
+		t.Fatalf("sprang on the step after a take: %v", seen)
+	}
+	g.Begin(context.Background(), 0, 0, history.Acquire)
+	c.Eval(ctx, take, []string{"held"}, "me")
+	c.Eval(ctx, take, []string{"held"}, "me")
+	c.Eval(ctx, take, []string{"j"}, "me") // the third, a retry of the first
+	g.End(0, 0)
+	if strings.Join(seen, ",") != "third" {
+		t.Fatalf("want one spring at the third try, got %v", seen)
+	}
+}
+
 // Every springs on the reply that completes a row of successes, as a
 // RedLock client hears OK from every node: not on a try that lost a node,
 // whatever the count of sends, and only once the whole row has replied.

@@ -58,9 +58,14 @@ func lostReplyStory() Scenario {
 		// sends finds its link no longer carrying replies, so it takes the
 		// key and its reply never comes: the waiter gives up after its read
 		// timeout (0.5 s). The link heals when the holder wakes, and both
-		// then meet the key the waiter took and never heard of.
+		// then meet the key the waiter took and never heard of. A command
+		// like the acquire's first (LikeFirst): a waiter retrying can take
+		// the key between the release landing and the trap arming, and a
+		// lost reply to the step after (Symfony's second script, which sets
+		// the lease) leaves a key that expires; the waiter then holds,
+		// releases, and its next acquire's try is the one caught.
 		Plan: Plan{arm(0.5, Trap{Command: &nemesis.Command{In: history.Release, Reply: true, Succeeded: true}, Client: "any", Pause: TTLs(0.6),
-			Then: []Action{armed(Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX|EVAL|EVALSHA"}, Client: "other",
+			Then: []Action{armed(Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX|SETNX|EVAL|EVALSHA", LikeFirst: true}, Client: "other",
 				Then: []Action{{Do: "cut", Client: "caught", Node: "n1", Direction: "downstream"}}})},
 			Wake: []Action{{Do: "disarm"}, {Do: "heal"}}})},
 	}
