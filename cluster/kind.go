@@ -59,18 +59,19 @@ type Kind struct {
 	// its servers and those workers take of two cores makes a neighbour's
 	// timers late (docs/ci-and-benchmarks.md). A Go lock's pairs on the
 	// kind take a core (engine.Resolved.Alone). Unset, every pair takes a
-	// core, or half of one where Light.
+	// core, or half of one where Light or LightWorkers.
 	Alone string
-	// Light, when set, says why a pair on local servers of this kind takes
-	// half a core (one seat of the room, engine.Resolved.Seats) rather
-	// than a core, whatever its clients (goroutines of the harness, its
-	// own worker processes, a library's Python or PHP workers), as
-	// measured beside neighbours: its servers answer in microseconds and
-	// its clients wait on them. A neighbour that delays the harness's
-	// timers or the servers' replies starves such a run, which runs again
-	// alone; one that delays a library's worker the meter cannot read,
-	// which is why Light is set only where verdicts held beside busy loops.
+	// Light, when set, says why a pair on local servers of this kind whose
+	// clients are goroutines of the harness takes half a core (one seat of
+	// the room, engine.Resolved.Seats) rather than a core, as measured:
+	// its servers and clients leave most of a core idle, and the lateness
+	// meter reads everything a neighbour could delay.
 	Light string
+	// LightWorkers, when set, says why a pair on local servers of this kind
+	// takes half a core even with a worker process per client (a library's
+	// Python, PHP or JVM worker, or the harness's own for a Go lock), as
+	// measured beside neighbours.
+	LightWorkers string
 	// StartTimeout bounds how long a local start waits for Ready (default
 	// 5 s).
 	StartTimeout time.Duration

@@ -19,7 +19,7 @@ import (
 // Its pairs, the library's (PHP and Python workers) and the Go lock's,
 // take half a core: measured four at a time beside two busy loops, none
 // ran late (docs/ci-and-benchmarks.md). So Alone is unset and
-// Light set.
+// LightWorkers set.
 var MemcachedKind = &Kind{
 	Name:        "memcached",
 	Binary:      "memcached",
@@ -33,8 +33,8 @@ var MemcachedKind = &Kind{
 		}
 		return append(a, spec.Args...), nil
 	},
-	Ready: memcachedReady,
-	Light: "one memcached answering in microseconds: its pairs, four at a time beside two busy loops, kept their lateness under half its limits",
+	Ready:        memcachedReady,
+	LightWorkers: "one memcached answering in microseconds: its pairs, four at a time beside two busy loops, kept their lateness under half its limits",
 }
 
 // memcachedReady asks memcached on addr for its stats and returns the pid

@@ -15,11 +15,8 @@ import (
 var RedisKind = &Kind{
 	// Measured (docs/ci-and-benchmarks.md): the 230 Redis pairs whose
 	// clients are Go, four at a time on two cores, kept every verdict,
-	// idle and beside two busy loops, using 0.8 of a core on average; the
-	// 102 pairs of the Python and PHP libraries, four at a time, kept
-	// every verdict idle, and beside two busy loops all but Symfony's
-	// CombinedStore, which keeps a core (locks.Info.Heavy).
-	Light:       "a Redis pair uses under half a core, its clients goroutines of the harness or a library's worker each: its servers answer in microseconds and its clients wait on them",
+	// idle and beside two busy loops, using 0.8 of a core on average.
+	Light:       "a Redis pair with its clients in the harness uses under half a core: its servers answer in microseconds and its clients wait on them",
 	Name:        "redis",
 	Binary:      "redis-server",
 	Install:     "install it with `go run github.com/locktorture/locktorture/cmd/setup` (apt-get install redis-server) or pass its path",

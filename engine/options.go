@@ -187,9 +187,13 @@ func kindOf(info locks.Info) *cluster.Kind {
 }
 
 // Seats is how many of the machine-wide room's seats the run takes (a
-// seat is half a core): every one alone; one on local servers of a kind
-// measured light (cluster.Kind.Light), whatever its clients, unless the
-// lock was measured heavier (locks.Info.Heavy); else two, a core.
+// seat is half a core): every one alone; one where the run is light, its
+// clients goroutines of the harness (whose timers the lateness meter
+// reads, so a neighbour that delays them starves the run, which then
+// runs again alone) on local servers of a kind measured light
+// (cluster.Kind.Light), or any clients on local servers of a kind
+// measured light with worker processes (cluster.Kind.LightWorkers); else
+// two, a core.
 func (p Resolved) Seats() int {
 	k := p.kind()
 	switch {
@@ -197,7 +201,7 @@ func (p Resolved) Seats() int {
 		return Seats()
 	case p.Options.Backend != cluster.Local:
 		return SeatsPerCore
-	case k.Light != "" && p.Lock.Heavy == "":
+	case k.LightWorkers != "", k.Light != "" && !p.Options.ClientProcs:
 		return 1
 	}
 	return SeatsPerCore

@@ -201,10 +201,6 @@ type Info struct {
 	// attempts by design, so its verdicts rest on the machine answering
 	// within that bound, not only within a share of the TTL.
 	NodeTimeout bool
-	// Heavy, when set, says why the lock's pairs take a core even on a kind
-	// of server measured light (cluster.Kind.Light, engine.Resolved.Seats),
-	// as measured beside busy loops.
-	Heavy string
 	// Queued is true when waiters hold places in a queue, so a waiter that
 	// dies can hold up the others for up to Config.WaiterTimeout.
 	Queued bool

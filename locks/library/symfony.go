@@ -108,10 +108,8 @@ func symfonyLocks(register func(locks.Info)) {
 			Summary: "Symfony Lock 5.4's CombinedStore of RedisStores with the ConsensusStrategy (Debian's php-symfony-lock): " +
 				"a majority of independent Redis nodes, the harness's RedLock bound per node; each client a PHP worker",
 			NodeTimeout: true,
-			Heavy: "one PHP worker asks its nodes one after another, a fifth of a TTL an attempt with two cut: at half a core " +
-				"beside two busy loops, redlock-clock-jump found 2 attempts before its fault in 3 of 10 rounds, too few to prove it",
-			Claims:  locks.LeaseClaims,
-			Program: program,
+			Claims:      locks.LeaseClaims,
+			Program:     program,
 		})
 	}
 	// PostgreSqlStore (Store/PostgreSqlStore.php): pg_try_advisory_lock on
