@@ -31,7 +31,7 @@ type Command struct {
 	// 0 springs on every match.
 	Nth int `json:"nth,omitempty"`
 	// LikeFirst springs only on a command like the op's first match: the
-	// same name, and for EVAL and EVALSHA the same script. That is the
+	// same script, by EVAL or EVALSHA, or else the same name. That is the
 	// op's first try to take a key or a retry of it, not a later step of
 	// a try that already took it (Symfony's lease set by a second script
 	// after its first took the key).
@@ -263,17 +263,24 @@ func firstMatch(cmds []sent, spec string) sent {
 	return sent{}
 }
 
-// like reports whether s is the same command as o: the same name, and the
-// same script for an EVAL (by its SHA1) or an EVALSHA.
+// like reports whether s is the same command as o: the same script,
+// however sent (go-redis sends an EVALSHA, then on NOSCRIPT the EVAL of
+// the same script), or else the same name.
 func (s sent) like(o sent) bool {
-	if len(s.args) == 0 || len(o.args) == 0 || s.args[0] != o.args[0] {
+	if len(s.args) == 0 || len(o.args) == 0 {
 		return false
 	}
-	switch s.args[0] {
-	case "eval":
-		return s.script == o.script
-	case "evalsha":
-		return len(s.args) > 1 && len(o.args) > 1 && s.args[1] == o.args[1]
+	if sc, oc := s.runs(), o.runs(); sc != "" || oc != "" {
+		return sc == oc
 	}
-	return true
+	return s.args[0] == o.args[0]
+}
+
+// runs is the SHA1 of the script s runs, an EVAL's or an EVALSHA's; ""
+// for any other command.
+func (s sent) runs() string {
+	if s.args[0] == "evalsha" && len(s.args) > 1 {
+		return s.args[1]
+	}
+	return s.script
 }

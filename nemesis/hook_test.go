@@ -152,6 +152,18 @@ func TestLikeFirstSkipsTheStepAfterATake(t *testing.T) {
 	if strings.Join(seen, ",") != "third" {
 		t.Fatalf("want one spring at the third try, got %v", seen)
 	}
+	// go-redis runs a script the server does not know yet as an EVALSHA,
+	// refused (NOSCRIPT), then its EVAL: the same try.
+	seen = nil
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Acquire, Match: "EVAL|EVALSHA", LikeFirst: true, Nth: 2},
+		Then: func(context.Context, int, int) error { seen = append(seen, "eval"); return nil }})
+	unknown := redis.NewScript(`return redis.call("SET", KEYS[1], ARGV[1], "NX", "PX", 1000)`)
+	g.Begin(context.Background(), 0, 0, history.Acquire)
+	unknown.Run(ctx, c, []string{"n"}, "me")
+	g.End(0, 0)
+	if strings.Join(seen, ",") != "eval" {
+		t.Fatalf("want a spring at the EVAL after the NOSCRIPT EVALSHA, got %v", seen)
+	}
 }
 
 // Every springs on the reply that completes a row of successes, as a
