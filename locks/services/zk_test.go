@@ -101,9 +101,17 @@ func testZKExclusion(t *testing.T, nodes []*cluster.Node) {
 		t.Fatalf("gave up after %v, before its wait of 300ms", waited)
 	}
 	// The waiter that gave up deleted its node: it does not stand in the
-	// queue between the holder and the next waiter.
+	// queue between the holder and the next waiter. The holder's member
+	// may not have applied the waiter's delete yet (a read is served by
+	// the client's own member): a sync first brings it up to the leader.
 	var kids []string
-	err = a.call(ctx, time.Now().Add(5*time.Second), func() (err error) { kids, _, err = a.conn.Children(zkRoot + "/k"); return })
+	err = a.call(ctx, time.Now().Add(5*time.Second), func() (err error) {
+		if _, err = a.conn.Sync(zkRoot + "/k"); err != nil {
+			return err
+		}
+		kids, _, err = a.conn.Children(zkRoot + "/k")
+		return
+	})
 	if err != nil || len(kids) != 1 {
 		t.Fatalf("lock dir holds %v (%v), want only the holder's node", kids, err)
 	}
