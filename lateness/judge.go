@@ -70,23 +70,37 @@ func (l Limits) Of(k Kind) time.Duration {
 }
 
 // Faults reads the faults' overruns out of a history: how long after its
-// planned end a pause or a stall was resumed (Pause), and a restart's time
-// to ready (Fault: from its invoke to the node answering as itself, less
-// the delay the schedule asked for and the kind's usual rejoin). A fault that began before from (the
-// clients' start) is left out: nothing was judged then.
-func Faults(ops []history.Op, from int64) []Sample {
+// planned end a pause or a stall was resumed (Pause), and how long a fault
+// that does work of its own took (Fault): a restart from its invoke to the
+// node answering as itself (or failing), less the delay the schedule asked
+// for and the kind's usual rejoin; a save from its BGSAVE to its end. Such
+// a fault that had not ended when the history did (end, its last op's time) overran by
+// at least its time to then: a save still running when the time limit came
+// left its story untold, and the run is starved rather than vacuous. A
+// fault that began before from (the clients' start) is left out: nothing
+// was judged then.
+func Faults(ops []history.Op, from, end int64) []Sample {
 	var out []Sample
-	restarting := map[string]int64{}
+	working := map[string]history.Op{}
 	paused := map[string]history.Op{}
+	took := func(inv history.Op, at int64) {
+		if inv.Time >= from {
+			out = append(out, Sample{At: inv.Time, Kind: Fault, Late: max(0, at-inv.Time-inv.Value.Duration-inv.Value.Usual),
+				What: inv.F + " of " + inv.Value.Target})
+		}
+	}
 	for _, op := range ops {
 		if op.Process != history.NemesisProcess || op.Value == nil {
 			continue
 		}
 		// Starts and ends pair at their place, as the report pairs them.
-		target, place := op.Value.Target, fault.Place(op)
-		if op.Type == history.Invoke {
-			if fault.Op(op.F) == fault.Restart {
-				restarting[place] = op.Time
+		place := fault.Place(op)
+		if works(fault.Op(op.F)) {
+			if op.Type == history.Invoke {
+				working[place] = op
+			} else if inv, ok := working[place]; ok {
+				took(inv, op.Time)
+				delete(working, place)
 			}
 			continue
 		}
@@ -94,23 +108,26 @@ func Faults(ops []history.Op, from int64) []Sample {
 			continue
 		}
 		switch fault.Op(op.F) {
-		case fault.Restart:
-			if at, ok := restarting[place]; ok && at >= from {
-				out = append(out, Sample{At: at, Kind: Fault, Late: max(0, op.Time-at-op.Value.Duration-op.Value.Usual),
-					What: "restart of " + target})
-			}
-			delete(restarting, place)
 		case fault.Pause, fault.Stall:
 			paused[place] = op
 		case fault.Resume:
 			if p, ok := paused[place]; ok && p.Time >= from {
 				out = append(out, Sample{At: p.Time, Kind: Pause, Late: max(0, op.Time-p.Time-p.Value.Duration),
-					What: p.F + " of " + target})
+					What: p.F + " of " + op.Value.Target})
 			}
 			delete(paused, place)
 		}
 	}
+	for _, inv := range working {
+		took(inv, end)
+	}
 	return out
+}
+
+// works says whether a fault's own work takes time worth timing: a
+// restart's or a save's, which a loaded machine stretches.
+func works(f fault.Op) bool {
+	return f == fault.Restart || f == fault.SaveFail || f == fault.SaveMend
 }
 
 // Unfitted says in one line which faults the gate could not fit where
@@ -162,7 +179,7 @@ func Over(samples []Sample, lim Limits) string {
 	if _, ok := worst[Server]; ok {
 		server = fmt.Sprintf(", the lock's server %s", lim.Server)
 	}
-	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart %s)",
+	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart or save %s)",
 		strings.Join(parts, "; "), lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
 }
 

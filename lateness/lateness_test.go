@@ -42,7 +42,7 @@ func nem(t int64, f, target string, d time.Duration) history.Op {
 		Value: &history.Value{Target: target, Duration: int64(d), Site: &history.Site{Node: target}}}
 }
 
-func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
+func TestFaultsReadRestartsSavesAndPausesFromTheHistory(t *testing.T) {
 	ms := int64(time.Millisecond)
 	invoke := func(op history.Op) history.Op { op.Type = history.Invoke; return op }
 	ops := []history.Op{
@@ -61,8 +61,13 @@ func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 		nem(820*ms, string(fault.Stall), "process 2", 50*time.Millisecond),
 		nem(880*ms, string(fault.Resume), "process 2", 0),
 		nem(950*ms, string(fault.Resume), "process 1", 0),
+		// A save is timed from its BGSAVE to its end, and one the history
+		// ended before (the time limit came) to the history's end: a
+		// save-mend still running left its story untold.
+		invoke(nem(1000*ms, string(fault.SaveFail), "n5", 0)), nem(1060*ms, string(fault.SaveFail), "n5", 0),
+		invoke(nem(1600*ms, string(fault.SaveMend), "n5", 0)),
 	}
-	got := Faults(ops, 50*ms)
+	got := Faults(ops, 50*ms, 2900*ms)
 	want := []Sample{
 		{At: 100 * ms, Kind: Fault, Late: 80 * ms, What: "restart of n3"},
 		{At: 200 * ms, Kind: Fault, Late: 60 * ms, What: "restart of n2"},
@@ -70,6 +75,8 @@ func TestFaultsReadRestartsAndPausesFromTheHistory(t *testing.T) {
 		{At: 600 * ms, Kind: Pause, Late: 50 * ms, What: "pause of process 4 at before-write"},
 		{At: 820 * ms, Kind: Pause, Late: 10 * ms, What: "stall of process 2"},
 		{At: 800 * ms, Kind: Pause, Late: 50 * ms, What: "stall of process 1"},
+		{At: 1000 * ms, Kind: Fault, Late: 60 * ms, What: "save-fail of n5"},
+		{At: 1600 * ms, Kind: Fault, Late: 1300 * ms, What: "save-mend of n5"},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %v, want %v", got, want)

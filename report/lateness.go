@@ -281,7 +281,7 @@ func latenessLine(r *engine.Result) string {
 	for _, k := range []struct {
 		kind lateness.Kind
 		name string
-	}{{lateness.Timer, "timers"}, {lateness.Reply, "replies"}, {lateness.Pause, "pauses"}, {lateness.Fault, "restarts"}} {
+	}{{lateness.Timer, "timers"}, {lateness.Reply, "replies"}, {lateness.Pause, "pauses"}, {lateness.Fault, "restarts/saves"}} {
 		d, ok := worst[k.kind]
 		if !ok {
 			// A kind with no sample was not measured (no probe node, no
@@ -303,9 +303,9 @@ func latenessLine(r *engine.Result) string {
 	case lim == lateness.Limits{}:
 		// Not judged: no limits to show.
 	case lim.Reply != lim.Timer:
-		line += fmt.Sprintf(" (limits: timers %s, replies %s%s, pauses %s, restarts %s)", lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
+		line += fmt.Sprintf(" (limits: timers %s, replies %s%s, pauses %s, restarts/saves %s)", lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
 	default:
-		line += fmt.Sprintf(" (limits: %s%s, pauses %s, restarts %s)", lim.Timer, server, lim.Pause, lim.Fault)
+		line += fmt.Sprintf(" (limits: %s%s, pauses %s, restarts/saves %s)", lim.Timer, server, lim.Pause, lim.Fault)
 	}
 	return line
 }

@@ -65,7 +65,7 @@ func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
 	report.Summary(&sum, r)
 	for _, want := range []string{
 		"  starved: " + starvedWhy + " (the checkers' verdicts below prove nothing either way)\n",
-		"  lateness: timers 250ms, replies 3.3ms, pauses 180ms, restarts 30ms (limits: 100ms, pauses 50ms, restarts 250ms)\n",
+		"  lateness: timers 250ms, replies 3.3ms, pauses 180ms, restarts/saves 30ms (limits: 100ms, pauses 50ms, restarts/saves 250ms)\n",
 	} {
 		if !strings.Contains(sum.String(), want) {
 			t.Errorf("the summary does not say %q:\n%s", want, sum.String())
@@ -80,7 +80,7 @@ func TestStarvedRunSaysSoAndChartsItsLateness(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Starved never matches, so the chart is zoomable too.
-	for _, want := range []string{`<p class="verdict bad">starved: `, `<a href="lateness.svg"><img src="lateness.png"`, "pauses 180ms, restarts 30ms (limits: 100ms, pauses 50ms, restarts 250ms)"} {
+	for _, want := range []string{`<p class="verdict bad">starved: `, `<a href="lateness.svg"><img src="lateness.png"`, "pauses 180ms, restarts/saves 30ms (limits: 100ms, pauses 50ms, restarts/saves 250ms)"} {
 		if !bytes.Contains(page, []byte(want)) {
 			t.Errorf("index.html does not say %q", want)
 		}

@@ -123,7 +123,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 		j.Outcome = Vacuous
 	}
 	j.Lateness = append(slices.DeleteFunc(slices.Clone(samples), func(s lateness.Sample) bool { return s.Kind.FromHistory() }),
-		lateness.Faults(nemesis, ready)...)
+		lateness.Faults(nemesis, ready, last)...)
 	// A starved run's story may not have happened as told, or happened in
 	// another order: that, not its vacuity, is what a reader needs to know.
 	j.Limits = c.Limits

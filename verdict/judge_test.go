@@ -221,3 +221,28 @@ func TestExplorationCountsALostLeaseAsABrokenPromise(t *testing.T) {
 		}
 	}
 }
+
+// A save the time limit cut short (misconf's save-mend, still running when
+// the history ended) left the story untold by the machine's fault, not the
+// lock's: the run is starved, not vacuous. Ended in time, the same run is
+// judged as the checkers found it.
+func TestASaveTheRunOutlivedStarvesIt(t *testing.T) {
+	ms := int64(time.Millisecond)
+	save := func(f fault.Op, typ history.Type, at int64) history.Op {
+		return history.Op{Process: history.NemesisProcess, Type: typ, F: string(f), Time: at,
+			Value: &history.Value{Target: "n1", Site: &history.Site{Node: "n1"}}}
+	}
+	failed := []history.Op{save(fault.SaveFail, history.Invoke, 310*ms), save(fault.SaveFail, history.OK, 350*ms)}
+	c := Case{Expected: Expectation{Outcome: Safe}, Checkers: []checker.Checker{checker.Intervals{}},
+		Limits:   lateness.LimitsFor(500 * time.Millisecond),
+		Requires: []fault.Evidence{{Op: fault.SaveFail}, {Op: fault.SaveMend}},
+		Traffic:  Traffic{Before: 1, After: 1}}
+	running := ordered(append(append(holds([]int{0, 1, 0, 1, 0, 1, 0, 1}, 0), failed...), save(fault.SaveMend, history.Invoke, 400*ms)))
+	if r := Judge(c, running, 0, nil); r.Outcome != Starved || !strings.Contains(r.Starved, "save-mend of n1 ran 390ms late") {
+		t.Errorf("a save-mend still running at the end: outcome %s (starved %q, vacuous %q), want starved by the save", r.Outcome, r.Starved, r.Vacuous)
+	}
+	ended := ordered(append(slices.Clone(running), save(fault.SaveMend, history.OK, 450*ms)))
+	if r := Judge(c, ended, 0, nil); r.Outcome != Safe || r.Starved != "" {
+		t.Errorf("a save-mend that ended in 50ms: outcome %s (starved %q, vacuous %q), want safe", r.Outcome, r.Starved, r.Vacuous)
+	}
+}
