@@ -385,7 +385,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	observer := r.watchNodes()
 	r.onExit(observer.Stop)
 	r.onExit(r.endSessions)
-	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings(ctx)})
+	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings(ctx), Workers: r.env.Gate.Workers, Span: r.o.TTL})
 	// The schedule's opening is in place before any client moves; a failed
 	// opening stops the clients before their first cycle.
 	nemErr := make(chan error, 1)

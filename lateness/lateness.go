@@ -3,7 +3,8 @@
 // pause or stall overran its planned end, and a restart's time to ready. A
 // verdict that rests on timing is evidence only where these stayed well
 // inside the lease; where they did not, the machine was starved and the
-// run says so instead of judging.
+// run says so instead of judging. It also records, unjudged, how long the
+// clients' worker processes waited for a core.
 package lateness
 
 import (
@@ -37,6 +38,15 @@ const (
 	// client was lifted: the one fault whose end a story places inside a
 	// lease, so an overrun moves the story's order of events directly.
 	Pause Kind = "pause"
+	// Worker is how long a client's worker process (a library's PHP,
+	// Python or JVM worker, or the harness's own with -client-procs) stood
+	// runnable but not running over the trailing Options.Span: what the
+	// machine kept it from a core. It is a figure for a reader, not a
+	// limit (Over passes it by): a pair's own workers, retrying in a loop,
+	// keep each other waiting as much as a neighbour does (misconf's
+	// redis-py, alone on the machine, 375 ms within a 500 ms TTL), so the
+	// wait cannot tell a neighbour's delay from the story's own.
+	Worker Kind = "worker"
 	// Fault is how much longer a fault's own work took than the schedule
 	// planned: a restart's time to ready, which a story's schedule
 	// measures and gives room to (a pause that follows it begins once the
@@ -76,6 +86,12 @@ type Options struct {
 	// Window is the span whose worst sample is kept (default 50 ms), so a
 	// minute's run keeps a few thousand samples, not thirty thousand.
 	Window time.Duration
+	// Workers lists the pids of the clients' worker processes now (nil:
+	// no Worker samples); each is read once a Window.
+	Workers func() []int
+	// Span is how far back a worker's run-queue wait is summed (default
+	// 1 s): the run's TTL, the time a story's windows are measured in.
+	Span time.Duration
 }
 
 // Ping is one node's round trip, made every Every (default 20 ms): a
@@ -93,6 +109,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Window <= 0 {
 		o.Window = 50 * time.Millisecond
+	}
+	if o.Span <= 0 {
+		o.Span = time.Second
 	}
 	if o.Now == nil {
 		start := time.Now()
@@ -124,6 +143,10 @@ func Start(o Options) *Meter {
 		m.wg.Add(1)
 		go m.replies(ctx, p)
 	}
+	if o.Workers != nil {
+		m.wg.Add(1)
+		go m.workers(ctx)
+	}
 	return m
 }
 
@@ -134,7 +157,7 @@ func (m *Meter) Stop() []Sample {
 	m.wg.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, k := range []Kind{Timer, Reply, Server} {
+	for _, k := range []Kind{Timer, Reply, Server, Worker} {
 		if s := m.open[k]; s != nil {
 			m.samples = append(m.samples, *s)
 		}

@@ -62,3 +62,18 @@ func (g *Gate) stopLocked(p *proc) {
 	}
 	time.AfterFunc(time.Until(g.clientLocked(client).pauseUntil), cont)
 }
+
+// Workers is the pids of the OS processes attached now (the clients'
+// workers), for the lateness meter to read: a stopped one too, whose
+// run-queue wait does not grow while it is stopped.
+func (g *Gate) Workers() []int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var pids []int
+	for _, p := range g.procs {
+		if p.os != nil {
+			pids = append(pids, p.os.p.Pid)
+		}
+	}
+	return pids
+}

@@ -108,6 +108,7 @@ func addLatenessLines(p *plot.Plot, windows map[lateness.Kind]plotter.XYs, xmax 
 		{lateness.Timer, "harness timers"},
 		{lateness.Reply, "a node's replies"},
 		{lateness.Server, "the lock's server"},
+		{lateness.Worker, "a worker's wait for a core, over a TTL"},
 	}
 	for i, k := range lines {
 		xys := windows[k.kind]
@@ -118,7 +119,7 @@ func addLatenessLines(p *plot.Plot, windows map[lateness.Kind]plotter.XYs, xmax 
 		if err != nil {
 			return 0, err
 		}
-		l.LineStyle = draw.LineStyle{Color: palette[[]int{0, 2, 4}[i]], Width: vg.Points(1)}
+		l.LineStyle = draw.LineStyle{Color: palette[[]int{0, 2, 4, 3}[i]], Width: vg.Points(1)}
 		p.Add(l)
 		p.Legend.Add(k.label, l)
 		series++
@@ -297,6 +298,12 @@ func latenessLine(r *engine.Result) string {
 	if d, ok := worst[lateness.Server]; ok {
 		parts = append(parts[:2], append([]string{"server " + fmtLate(d)}, parts[2:]...)...)
 		server = fmt.Sprintf(", server %s", r.Limits.Server)
+	}
+	// A worker's wait is measured only where the clients are worker
+	// processes.
+	if d, ok := worst[lateness.Worker]; ok {
+		at := len(parts) - 2
+		parts = append(parts[:at], append([]string{"workers waited " + fmtLate(d) + " a TTL (unjudged)"}, parts[at:]...)...)
 	}
 	line := strings.Join(parts, ", ")
 	switch lim := r.Limits; {

@@ -199,3 +199,20 @@ func TestMatrixCountsAndShowsStarved(t *testing.T) {
 		t.Errorf("matrix.md does not show the starved run:\n%s", md)
 	}
 }
+
+// A worker's wait is in the line only where workers were measured, and
+// says it is not judged.
+func TestLatenessLineNamesAWorkersWaitUnjudged(t *testing.T) {
+	r := starvedRun(t.TempDir())
+	var without bytes.Buffer
+	report.Summary(&without, r)
+	if strings.Contains(without.String(), "workers") {
+		t.Errorf("a run with no workers names them:\n%s", without.String())
+	}
+	r.Lateness = append(r.Lateness, lateness.Sample{At: int64(time.Second), Kind: lateness.Worker, Late: int64(40 * time.Millisecond)})
+	var with bytes.Buffer
+	report.Summary(&with, r)
+	if !strings.Contains(with.String(), "replies 3.3ms, workers waited 40ms a TTL (unjudged), pauses 180ms") {
+		t.Errorf("the line does not give the workers' wait:\n%s", with.String())
+	}
+}
