@@ -154,10 +154,13 @@ func misconfStory() Scenario {
 			lossAsReentrant,
 			leaveOut(local, "the control keeps nothing on a node whose saves could fail"),
 			leaveOut(not(oneNode), "the story fails one node's saves: a lock on several keeps its key on the others"),
+			leaveOut(clock(locks.ClientWall), "once saves work again, past the ghost's lease, the five waiters meet one expired timestamp: "+
+				"getset's losers of the GETSET race overwrite the winner's (its summary's flaw, stolen-key) in some runs and not in others, "+
+				"so the story's question, a release refused, cannot be told on it (make test at a2adf23: lock-unsafe once in 230 pairs)"),
 			expect(connection, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "MISCONF refuses writes, and portalocker writes nothing: SUBSCRIBE, PUBSUB NUMSUB and closing a connection all go through, so the lock works on and no key is left behind"}),
 			expect(anyLock, ghostSeen(
-				"the release is refused and says so (unknown); the key stays for the rest of its lease (getset: until the next client reads its timestamp) with nobody holding it, no one can lock meanwhile, and once saves work again the others carry on: held, but no longer than the lease")),
+				"the release is refused and says so (unknown); the key stays for the rest of its lease with nobody holding it, no one can lock meanwhile, and once saves work again the others carry on: held, but no longer than the lease")),
 		},
 		Requires: []fault.Evidence{{Op: fault.SaveFail}, {Op: fault.SaveMend}},
 		// The save fails as the next release is about to leave; 1.5 TTLs
