@@ -214,7 +214,18 @@ func (m *Meter) replies(ctx context.Context, p Ping) {
 	if p.Kind == "" {
 		p.Kind = Reply
 	}
-	t := time.NewTicker(p.Every)
+	every(ctx, p.Every, func() {
+		from := m.o.Now()
+		// A ping cut short by Stop is kept as at least as late as it
+		// was by then: a node stalled as the run ends stalled the run.
+		p.Do(ctx)
+		m.note(p.Kind, from, m.o.Now()-from)
+	})
+}
+
+// every calls do each tick of d until ctx ends, and not after it has.
+func every(ctx context.Context, d time.Duration, do func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -222,11 +233,7 @@ func (m *Meter) replies(ctx context.Context, p Ping) {
 			return
 		case <-t.C:
 		}
-		from := m.o.Now()
-		// A ping cut short by Stop is kept as at least as late as it
-		// was by then: a node stalled as the run ends stalled the run.
-		p.Do(ctx)
-		m.note(p.Kind, from, m.o.Now()-from)
+		do()
 		if ctx.Err() != nil {
 			return
 		}

@@ -5,26 +5,18 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // workers samples the run-queue wait of the clients' worker processes
 // (Options.Workers) once a window: for each, how long it stood runnable
 // but not running over the trailing Options.Span, as Linux's schedstat
 // counts it for the process's main thread. A library's worker keeps its
-// own timers, which the harness cannot read; a neighbour that takes its
-// core shows here instead, whatever the worker was doing.
+// own timers, which the harness cannot read; whatever kept it from a core
+// (a neighbour, or the pair's own workers) shows here instead.
 func (m *Meter) workers(ctx context.Context) {
 	defer m.wg.Done()
 	waits := map[int]*waited{}
-	t := time.NewTicker(m.o.Window)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, m.o.Window, func() {
 		now := m.o.Now()
 		worst, seen := int64(0), false
 		alive := map[int]bool{}
@@ -49,7 +41,7 @@ func (m *Meter) workers(ctx context.Context) {
 		if seen {
 			m.note(Worker, now, worst)
 		}
-	}
+	})
 }
 
 // waited is one worker's run-queue wait, window by window, over the
