@@ -43,8 +43,9 @@ func TestRunQueueWaitReadsALiveProcessOnly(t *testing.T) {
 	}
 }
 
-// The meter samples the workers it is given, and only those.
-func TestMeterSamplesWorkersAndOverNamesThem(t *testing.T) {
+// The meter samples the workers it is given, and only those, and their
+// wait starves no run.
+func TestMeterSamplesWorkersWhoseWaitStarvesNothing(t *testing.T) {
 	if _, ok := runQueueWait(os.Getpid()); !ok {
 		t.Skip("this kernel keeps no schedstat")
 	}
