@@ -385,7 +385,11 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	observer := r.watchNodes()
 	r.onExit(observer.Stop)
 	r.onExit(r.endSessions)
-	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings(ctx), Workers: r.env.Gate.Workers, Span: r.o.TTL})
+	var workers func() []int // read only where clients are OS processes
+	if r.o.ClientProcs {
+		workers = r.env.Gate.Workers
+	}
+	meter := lateness.Start(lateness.Options{Now: r.rec.Now, Pings: r.pings(ctx), Workers: workers, Span: r.o.TTL})
 	// The schedule's opening is in place before any client moves; a failed
 	// opening stops the clients before their first cycle.
 	nemErr := make(chan error, 1)

@@ -281,29 +281,29 @@ func latenessLine(r *engine.Result) string {
 	var parts []string
 	for _, k := range []struct {
 		kind lateness.Kind
-		name string
-	}{{lateness.Timer, "timers"}, {lateness.Reply, "replies"}, {lateness.Pause, "pauses"}, {lateness.Fault, "restarts/saves"}} {
+		say  string // the words around the figure
+		// optional: measured only in some runs, and else no word in the
+		// line (a lock's own server: not Redis, no fault touches it; a
+		// worker's wait: the clients are worker processes).
+		optional bool
+	}{
+		{lateness.Timer, "timers %s", false}, {lateness.Reply, "replies %s", false},
+		{lateness.Server, "server %s", true}, {lateness.Worker, "workers waited %s a TTL (unjudged)", true},
+		{lateness.Pause, "pauses %s", false}, {lateness.Fault, "restarts/saves %s", false},
+	} {
 		d, ok := worst[k.kind]
-		if !ok {
+		switch {
+		case ok:
+			parts = append(parts, fmt.Sprintf(k.say, fmtLate(d)))
+		case !k.optional:
 			// A kind with no sample was not measured (no probe node, no
 			// fault with work of its own): "0s" would claim it was on time.
-			parts = append(parts, k.name+" –")
-			continue
+			parts = append(parts, fmt.Sprintf(k.say, "–"))
 		}
-		parts = append(parts, k.name+" "+fmtLate(d))
 	}
-	// A lock's own server is measured only where it is not Redis and no
-	// fault touches it: elsewhere it has no word in the line.
 	server := ""
-	if d, ok := worst[lateness.Server]; ok {
-		parts = append(parts[:2], append([]string{"server " + fmtLate(d)}, parts[2:]...)...)
+	if _, ok := worst[lateness.Server]; ok {
 		server = fmt.Sprintf(", server %s", r.Limits.Server)
-	}
-	// A worker's wait is measured only where the clients are worker
-	// processes.
-	if d, ok := worst[lateness.Worker]; ok {
-		at := len(parts) - 2
-		parts = append(parts[:at], append([]string{"workers waited " + fmtLate(d) + " a TTL (unjudged)"}, parts[at:]...)...)
 	}
 	line := strings.Join(parts, ", ")
 	switch lim := r.Limits; {
