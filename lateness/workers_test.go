@@ -30,10 +30,17 @@ func TestWaitedSumsTheTrailingSpan(t *testing.T) {
 	}
 }
 
-func TestRunQueueWaitReadsALiveProcessOnly(t *testing.T) {
+// needSchedstat skips a test on a kernel that keeps no schedstat, where no
+// worker is measured.
+func needSchedstat(t *testing.T) {
+	t.Helper()
 	if _, ok := runQueueWait(os.Getpid()); !ok {
 		t.Skip("this kernel keeps no schedstat: no worker is measured here")
 	}
+}
+
+func TestRunQueueWaitReadsALiveProcessOnly(t *testing.T) {
+	needSchedstat(t)
 	cmd := exec.Command("sleep", "0")
 	if err := cmd.Run(); err != nil {
 		t.Fatal(err)
@@ -46,9 +53,7 @@ func TestRunQueueWaitReadsALiveProcessOnly(t *testing.T) {
 // The meter samples the workers it is given, and only those, and their
 // wait starves no run.
 func TestMeterSamplesWorkersWhoseWaitStarvesNothing(t *testing.T) {
-	if _, ok := runQueueWait(os.Getpid()); !ok {
-		t.Skip("this kernel keeps no schedstat")
-	}
+	needSchedstat(t)
 	cmd := exec.Command("sleep", "10")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
