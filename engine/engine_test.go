@@ -242,6 +242,34 @@ func TestServerCrashLeaseFitsTheRestart(t *testing.T) {
 	}
 }
 
+// A story that kills a member tells etcd's session lock at the lease its
+// client keeps through its own failover (FailoverTTL); a story that kills
+// none, and a lock without the field, at their own; a -ttl below it is
+// the user's to ask for.
+func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
+	for _, c := range []struct {
+		story, lock string
+		want        time.Duration
+	}{
+		{"server-crash", "etcd", 3 * time.Second},
+		{"leader-failover", "etcd-fenced", 3 * time.Second},
+		{"baseline", "etcd", time.Second},
+		{"paused-holder", "etcd", time.Second},
+		{"leader-failover", "zk", time.Second},
+	} {
+		p, err := Resolve(Options{Scenario: c.story, Lock: c.lock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Options.TTL != c.want {
+			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
+		}
+	}
+	if p, err := Resolve(Options{Scenario: "server-crash", Lock: "etcd", TTL: time.Second}); err != nil || p.Options.TTL != time.Second {
+		t.Errorf("server-crash / etcd -ttl 1s: TTL %s (%v), want 1s as asked", p.Options.TTL, err)
+	}
+}
+
 func TestInterruptedRunKeepsHistory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

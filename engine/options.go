@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
@@ -313,7 +314,7 @@ func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 		o.Clients = s.Clients
 	}
 	if o.TTL == 0 {
-		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info))
+		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info), failoverTTL(s, info))
 	}
 	if o.TimeLimit == 0 {
 		o.TimeLimit = s.TimeLimit(o.TTL)
@@ -346,6 +347,17 @@ func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
 		need = (need + g - 1) / g * g
 	}
 	return need
+}
+
+// failoverTTL is the lock's FailoverTTL for a story that kills a node
+// (a fault of kind NodeCrash among its evidence), and 0 for any other.
+func failoverTTL(s scenario.Scenario, info locks.Info) time.Duration {
+	for _, e := range s.Requires {
+		if k, _ := fault.KindOf(e.Op); k == fault.NodeCrash {
+			return info.FailoverTTL
+		}
+	}
+	return 0
 }
 
 // checkSizes checks the run's client count, lease and time limit against

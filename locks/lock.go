@@ -208,6 +208,13 @@ type Info struct {
 	// lease's TTL in whole seconds): a story whose TTL is shorter runs the
 	// lock at this one, and a -ttl below it is refused.
 	MinTTL time.Duration
+	// FailoverTTL, when set, is the shortest lease the lock's client keeps
+	// through the death of the member it talks to, as measured: a story
+	// that kills a node (fault.NodeCrash) tells the lock with at least
+	// this lease, for a shorter one tells the client's own reconnect, not
+	// the ensemble's. A -ttl below it is allowed: that is how the lapse
+	// is shown.
+	FailoverTTL time.Duration
 	// Claims is the lock's fault model: the faults under which it claims
 	// to keep its promise (its validity deadline where it gives one, else
 	// that no two clients hold it at once). Random exploration holds it to

@@ -31,8 +31,16 @@ func etcdLocks(register func(locks.Info)) {
 			Traits: locks.Traits{Ends: locks.Session, Release: locks.OwnerChecked, Quorum: true}, Nodes: 3, Fenced: fenced,
 			// etcd counts a lease's TTL in whole seconds.
 			MinTTL: time.Second,
-			Claims: claims,
-			New:    func(c locks.Config) locks.Lock { return &etcdMutex{cfg: c, fenced: fenced} },
+			// After the keepalive stream to a dead member breaks,
+			// client v3.5 waits 500 ms (lease.go, retryConnWait)
+			// before it opens one to another, and sends due
+			// keepalives every 500 ms: a 1 s lease renewed a third
+			// of a TTL before the break lapsed in 2 of 16 idle runs
+			// of server-crash, a 2 s one has half a second to spare,
+			// a 3 s one a second (docs/lock-services.md).
+			FailoverTTL: 3 * time.Second,
+			Claims:      claims,
+			New:         func(c locks.Config) locks.Lock { return &etcdMutex{cfg: c, fenced: fenced} },
 		})
 	}
 }
