@@ -119,9 +119,6 @@ type Recorder struct {
 	// them (Forget).
 	n      int
 	forget bool
-	// attempts is how many acquires were answered, taken or refused:
-	// the lock attempts a story's traffic floor counts (Attempts).
-	attempts int
 	// deadlines is, by process, the deadline of the acquire by which it
 	// holds a key now (Deadline).
 	deadlines map[int]int64
@@ -187,9 +184,6 @@ func (r *Recorder) Add(op Op) Op {
 	if !r.forget {
 		r.ops = append(r.ops, op)
 	}
-	if op.F == Acquire && (op.Type == OK || op.Type == Fail) {
-		r.attempts++
-	}
 	switch {
 	case op.F == Release && op.Type == Invoke:
 		r.deadlines[op.Process] = 0
@@ -236,15 +230,6 @@ func (r *Recorder) Summary() (ops int, nemesis string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n, r.nemesis
-}
-
-// Attempts is how many acquires have been answered so far, taken or
-// refused (an unknown outcome is no attempt): a trap that waits for a
-// story's traffic before its fault reads it.
-func (r *Recorder) Attempts() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.attempts
 }
 
 // Deadline is the lease deadline of the acquire by which process holds a

@@ -376,27 +376,6 @@ func sentinelFailover(t *testing.T, backend string) {
 	}
 }
 
-// A trap held back for the story's traffic lets every client pass until
-// that many acquires have been answered (an unknown outcome is none), and
-// then springs on the next.
-func TestTrapWaitsForTheAttemptsBeforeIt(t *testing.T) {
-	rec := history.NewRecorder(nil, 0)
-	g := nemesis.NewGate(rec)
-	g.Arm(nemesis.Trap{Point: "p", Client: nemesis.AnyClient, Crash: true, AfterAttempts: 2})
-	attempt := func(p int, t history.Type) {
-		rec.Complete(rec.Invoke(p, history.Acquire, "lock", nil), t, nil, nil)
-	}
-	attempt(0, history.OK)
-	attempt(1, history.Info)
-	if err := g.At(ctx, 1, 1, "p"); err != nil {
-		t.Fatalf("one attempt answered and one unknown: the trap sprang (%v)", err)
-	}
-	attempt(2, history.Fail)
-	if err := g.At(ctx, 2, 2, "p"); !errors.Is(err, nemesis.ErrCrashed) {
-		t.Fatalf("two attempts answered: %v, want the trap's crash", err)
-	}
-}
-
 func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	rec := history.NewRecorder(nil, 0)
 	g := nemesis.NewGate(rec)

@@ -63,12 +63,6 @@ type Trap struct {
 	ThenName string
 	// After runs when the pause ends.
 	After func(ctx context.Context, client, process int) error
-	// AfterAttempts, when set, holds the trap back until that many lock
-	// attempts have been answered in the run (history.Recorder.Attempts):
-	// a story's traffic before its fault, which a slow start on a busy
-	// machine would otherwise leave short (a vacuous run), comes first,
-	// and the fault later.
-	AfterAttempts int
 }
 
 // where says where the trap stands, for the schedule and the history.
@@ -135,18 +129,12 @@ func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
 // takeLocked is take with g.mu held.
 func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 	for i, t := range g.traps {
-		if (t.Client == AnyClient || t.Client == client) && fits(t) && g.attempted(t.AfterAttempts) {
+		if (t.Client == AnyClient || t.Client == client) && fits(t) {
 			g.traps = append(g.traps[:i], g.traps[i+1:]...)
 			return t, true
 		}
 	}
 	return Trap{}, false
-}
-
-// attempted says whether n lock attempts have been answered in the run
-// (a gate with no recorder has none to count, and holds nothing back).
-func (g *Gate) attempted(n int) bool {
-	return n <= 0 || g.rec == nil || g.rec.Attempts() >= n
 }
 
 // spring carries out trap t on process of client, standing at where: in

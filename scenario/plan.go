@@ -171,11 +171,7 @@ func (n Num) in(e *Env) time.Duration { return e.TTLs(n.of(e)) }
 // number at this run's TTL and parameters. The plan must have passed
 // Check; what only a run can tell (a role its topology lacks, a client it
 // does not have) is an error here.
-func (p Plan) Schedule(e *Env) (nemesis.Schedule, error) { return p.schedule(e, 0) }
-
-// schedule is Schedule with every trap the plan arms held back until
-// before lock attempts have been answered (nemesis.Trap.AfterAttempts).
-func (p Plan) schedule(e *Env, before int) (nemesis.Schedule, error) {
+func (p Plan) Schedule(e *Env) (nemesis.Schedule, error) {
 	c := &compiler{e: e}
 	var out nemesis.Schedule
 	for i, st := range p {
@@ -189,7 +185,6 @@ func (p Plan) schedule(e *Env, before int) (nemesis.Schedule, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s.trap: %w", where, err)
 			}
-			set.AfterAttempts = before
 			arm := e.Gate.ArmStep(st.At.in(e), set)
 			out = append(out, nemesis.Step{At: arm.At, Name: arm.Name, Do: func(ctx context.Context) error {
 				c.started(ctx)

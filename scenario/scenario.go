@@ -267,16 +267,9 @@ func (s Scenario) TrafficOf(params map[string]float64) verdict.Traffic {
 
 // Steps is the schedule of one run: the plan compiled (the story's, or
 // the one it draws for this run, which it returns), or the story's own
-// code. A story's own plan's traps spring only once the lock attempts its
-// traffic floor needs before its fault have been answered: on a busy
-// machine the fault comes later rather than the run too early to be
-// evidence. A drawn plan's traps keep their times (a random or interval
-// run's faults are its windows').
+// code.
 func (s Scenario) Steps(e *Env) (nemesis.Schedule, Plan, error) {
-	p, before := s.Plan, 0
-	if p != nil && len(s.Requires) > 0 {
-		before = s.TrafficOf(e.Params).Floor().Before
-	}
+	p := s.Plan
 	switch {
 	case p == nil && s.Draw != nil:
 		var err error
@@ -287,7 +280,7 @@ func (s Scenario) Steps(e *Env) (nemesis.Schedule, Plan, error) {
 		sched, err := s.Schedule(e)
 		return sched, nil, err
 	}
-	sched, err := p.schedule(e, before)
+	sched, err := p.Schedule(e)
 	return sched, p, err
 }
 
