@@ -27,11 +27,14 @@ type Nemesis struct {
 	// history that showed one would pair an end with nothing.
 	mu      sync.Mutex
 	delayed map[[2]string]bool
+	// moves holds the Redis Cluster slot moves under way, by slot: each
+	// channel is closed when its move's MigrateEnd returns.
+	moves map[int]chan struct{}
 }
 
 // New returns a nemesis for cl recording in rec.
 func New(rec *history.Recorder, cl *cluster.Cluster) *Nemesis {
-	return &Nemesis{rec: rec, cl: cl, delayed: map[[2]string]bool{}}
+	return &Nemesis{rec: rec, cl: cl, delayed: map[[2]string]bool{}, moves: map[int]chan struct{}{}}
 }
 
 // record writes one nemesis action as an invoke and its completion: a

@@ -21,20 +21,42 @@ func (n *Nemesis) AwaitClusterPromotion(ctx context.Context, rc *cluster.RedisCl
 }
 
 // MigrateStart begins moving key's slot from its master to the master
-// called to (cluster.RedisCluster.MigrateStart).
+// called to (cluster.RedisCluster.MigrateStart). A move of the slot still
+// under way (started, its MigrateEnd not returned) is waited for first,
+// so the new move starts from the master that one left the slot on: a
+// plan's second move, timed for an idle machine, does not begin from
+// the old master while a loaded machine still hands the first one over
+// (which left the cluster refusing the keys, BUSYKEY, in make test).
 func (n *Nemesis) MigrateStart(ctx context.Context, rc *cluster.RedisCluster, key, to string) error {
-	from, dst, slot, err := n.migration(ctx, rc, key, to)
+	dst, slot, err := n.migration(ctx, rc, key, to)
 	if err != nil {
 		return err
 	}
-	v := &history.Value{Target: fmt.Sprintf("slot %d %s→%s", slot, from.Name, to), Site: &history.Site{Node: from.Name}}
-	return record(n.rec, fault.MigrateStart, v, func() error { return rc.MigrateStart(ctx, slot, from, dst) })
+	if err := n.beginMove(ctx, slot); err != nil {
+		return err
+	}
+	from, err := rc.SlotOwner(ctx, slot)
+	if err == nil {
+		v := &history.Value{Target: fmt.Sprintf("slot %d %s→%s", slot, from.Name, to), Site: &history.Site{Node: from.Name}}
+		err = record(n.rec, fault.MigrateStart, v, func() error { return rc.MigrateStart(ctx, slot, from, dst) })
+	}
+	if err != nil {
+		// No move is under way for a MigrateEnd to end.
+		n.endMove(slot)
+	}
+	return err
 }
 
 // MigrateEnd moves what is left of key's slot on its master to the master
 // called to and hands the slot over (cluster.RedisCluster.MigrateFinish).
+// It ends the slot's move under way, whatever its outcome.
 func (n *Nemesis) MigrateEnd(ctx context.Context, rc *cluster.RedisCluster, key, to string) error {
-	from, dst, slot, err := n.migration(ctx, rc, key, to)
+	dst, slot, err := n.migration(ctx, rc, key, to)
+	if err != nil {
+		return err
+	}
+	defer n.endMove(slot)
+	from, err := rc.SlotOwner(ctx, slot)
 	if err != nil {
 		return err
 	}
@@ -46,14 +68,42 @@ func (n *Nemesis) MigrateEnd(ctx context.Context, rc *cluster.RedisCluster, key,
 	})
 }
 
-// migration is what a move of key's slot to the node called to acts on.
-func (n *Nemesis) migration(ctx context.Context, rc *cluster.RedisCluster, key, to string) (from, dst *cluster.Node, slot int, err error) {
+// migration is the node called to and key's slot, which a move acts on.
+func (n *Nemesis) migration(ctx context.Context, rc *cluster.RedisCluster, key, to string) (dst *cluster.Node, slot int, err error) {
 	if dst, err = n.node(to); err != nil {
-		return nil, nil, 0, err
+		return nil, 0, err
 	}
-	if slot, err = rc.Slot(ctx, key); err != nil {
-		return nil, nil, 0, err
+	slot, err = rc.Slot(ctx, key)
+	return dst, slot, err
+}
+
+// beginMove waits until no move of slot is under way (or ctx ends), and
+// marks one under way.
+func (n *Nemesis) beginMove(ctx context.Context, slot int) error {
+	for {
+		n.mu.Lock()
+		moving, ok := n.moves[slot]
+		if !ok {
+			n.moves[slot] = make(chan struct{})
+		}
+		n.mu.Unlock()
+		if !ok {
+			return nil
+		}
+		select {
+		case <-moving:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
-	from, err = rc.SlotOwner(ctx, slot)
-	return from, dst, slot, err
+}
+
+// endMove ends the move of slot under way, if any.
+func (n *Nemesis) endMove(slot int) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if moving, ok := n.moves[slot]; ok {
+		close(moving)
+		delete(n.moves, slot)
+	}
 }

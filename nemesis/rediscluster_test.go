@@ -1,6 +1,7 @@
 package nemesis_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -54,5 +55,53 @@ func TestClusterPromotionAwaitedAndMigrationRecorded(t *testing.T) {
 		if count[k] != n {
 			t.Errorf("%d %s ops recorded, want %d (all: %v)", count[k], k, n, count)
 		}
+	}
+}
+
+// A slot's second move waits for the first to be handed over, and then
+// starts from the master the first left the slot on: a plan's steps timed
+// for an idle machine do not overlap two moves of one slot on a loaded
+// one.
+func TestASlotsSecondMoveWaitsForTheFirst(t *testing.T) {
+	e := newEnv(t)
+	rc, err := e.cl.AddRedisCluster(ctx, cluster.RedisClusterOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := rc.Client("c1", cluster.ClientOptions{})
+	defer c.Close()
+	e.must(c.Set(ctx, "lock", "held", time.Minute).Err())
+	master, _, err := rc.Owner(ctx, "lock")
+	e.must(err)
+	var others []*cluster.Node
+	for _, m := range rc.Masters {
+		if m != master {
+			others = append(others, m)
+		}
+	}
+	first, second := others[0], others[1]
+	e.must(e.nem.MigrateStart(ctx, rc, "lock", first.Name))
+	started := make(chan error, 1)
+	go func() { started <- e.nem.MigrateStart(ctx, rc, "lock", second.Name) }()
+	select {
+	case err := <-started:
+		t.Fatalf("the second move started while the first was under way: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	e.must(e.nem.MigrateEnd(ctx, rc, "lock", first.Name))
+	e.must(<-started)
+	e.must(e.nem.MigrateEnd(ctx, rc, "lock", second.Name))
+	if m, _, err := rc.Owner(ctx, "lock"); err != nil || m != second {
+		t.Fatalf("the slot's master after both moves: %v %v, want %s", m, err, second.Name)
+	}
+	var moves []string
+	for _, op := range e.rec.Ops() {
+		if op.Process == history.NemesisProcess && op.Type == history.OK {
+			moves = append(moves, op.F+" "+op.Value.Target)
+		}
+	}
+	want := fmt.Sprintf("%s→%s", first.Name, second.Name)
+	if len(moves) != 4 || !strings.Contains(moves[2], want) || !strings.Contains(moves[3], want) {
+		t.Fatalf("want the second move from %s, after the first ended: %q", first.Name, moves)
 	}
 }
