@@ -16,15 +16,7 @@ import (
 // migration records where the slot went and how many keys moved with it.
 func TestClusterPromotionAwaitedAndMigrationRecorded(t *testing.T) {
 	e := newEnv(t)
-	rc, err := e.cl.AddRedisCluster(ctx, cluster.RedisClusterOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := rc.Client("c1", cluster.ClientOptions{})
-	defer c.Close()
-	e.must(c.Set(ctx, "lock", "held", time.Minute).Err())
-	master, _, err := rc.Owner(ctx, "lock")
-	e.must(err)
+	rc, master := clusterHolding(t, e)
 	to := rc.Masters[0]
 	if to == master {
 		to = rc.Masters[1]
@@ -58,12 +50,10 @@ func TestClusterPromotionAwaitedAndMigrationRecorded(t *testing.T) {
 	}
 }
 
-// A slot's second move waits for the first to be handed over, and then
-// starts from the master the first left the slot on: a plan's steps timed
-// for an idle machine do not overlap two moves of one slot on a loaded
-// one.
-func TestASlotsSecondMoveWaitsForTheFirst(t *testing.T) {
-	e := newEnv(t)
+// clusterHolding starts a Redis Cluster on e whose key "lock" is set, and
+// returns it and the master of the key's slot.
+func clusterHolding(t *testing.T, e *env) (*cluster.RedisCluster, *cluster.Node) {
+	t.Helper()
 	rc, err := e.cl.AddRedisCluster(ctx, cluster.RedisClusterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +63,16 @@ func TestASlotsSecondMoveWaitsForTheFirst(t *testing.T) {
 	e.must(c.Set(ctx, "lock", "held", time.Minute).Err())
 	master, _, err := rc.Owner(ctx, "lock")
 	e.must(err)
+	return rc, master
+}
+
+// A slot's second move waits for the first to be handed over, and then
+// starts from the master the first left the slot on: a plan's steps timed
+// for an idle machine do not overlap two moves of one slot on a loaded
+// one.
+func TestASlotsSecondMoveWaitsForTheFirst(t *testing.T) {
+	e := newEnv(t)
+	rc, master := clusterHolding(t, e)
 	var others []*cluster.Node
 	for _, m := range rc.Masters {
 		if m != master {
