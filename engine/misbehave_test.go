@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/locktorture/locktorture/internal/procstat"
 	"github.com/locktorture/locktorture/worker"
 )
 
@@ -95,10 +96,6 @@ func TestMisbehavingWorkersFailTheirRun(t *testing.T) {
 
 // alive says whether pid runs (a zombie waiting for its parent does not).
 func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	_, rest, _ := strings.Cut(string(stat), ") ")
-	return !strings.HasPrefix(rest, "Z")
+	s := procstat.State(pid)
+	return s != "" && s != "Z"
 }

@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/internal/procstat"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/worker"
@@ -80,12 +82,7 @@ func (e *env) start(lock string, client, process int, ttl time.Duration) *worker
 // state is the one-letter state of pid in /proc (R, S, T for stopped, ...).
 func state(t *testing.T, pid int) string {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "gone"
-	}
-	s := string(b)
-	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[0]
+	return cmp.Or(procstat.State(pid), "gone")
 }
 
 // waitState polls pid's state until ok accepts it or within has passed,

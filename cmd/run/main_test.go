@@ -23,6 +23,7 @@ import (
 	"github.com/locktorture/locktorture/docker"
 	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/internal/procstat"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
@@ -326,23 +327,15 @@ func buildRun(t *testing.T) string {
 // labelledAfterDeath is what the run of pid, killed, left labelled: read
 // once its process is a zombie (dead to its own work, alive to kill(2)),
 // so nothing it was still doing adds to or takes from the list.
-func labelledAfterDeath(t *testing.T, pool *dockertest.Pool, pid string) []string {
+func labelledAfterDeath(t *testing.T, pool *dockertest.Pool, pid int) []string {
 	t.Helper()
-	stat := "/proc/" + pid + "/stat"
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if b, err := os.ReadFile(stat); err == nil && zombie(b) {
-			return labelled(t, pool, docker.LabelPID, pid)
+		if procstat.State(pid) == "Z" {
+			return labelled(t, pool, docker.LabelPID, strconv.Itoa(pid))
 		}
 	}
-	t.Fatalf("process %s did not die within 10 s of SIGKILL", pid)
+	t.Fatalf("process %d did not die within 10 s of SIGKILL", pid)
 	return nil
-}
-
-// zombie says whether a /proc/PID/stat line is a zombie's: its state, the
-// field after the parenthesised command name, is Z.
-func zombie(stat []byte) bool {
-	i := bytes.LastIndexByte(stat, ')')
-	return i >= 0 && i+2 < len(stat) && stat[i+2] == 'Z'
 }
 
 // startLongRun starts the binary on a run that would last a minute and
@@ -587,7 +580,7 @@ func TestDockerRunLeavesNothingLabelled(t *testing.T) {
 			}
 			continue
 		}
-		if left := labelledAfterDeath(t, pool, pid); len(left) == 0 {
+		if left := labelledAfterDeath(t, pool, cmd.Process.Pid); len(left) == 0 {
 			t.Fatal("want the killed run's containers left behind for the next run to find")
 		}
 		_ = cmd.Wait()
