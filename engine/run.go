@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -92,6 +93,8 @@ type runner struct {
 	sched    nemesis.Schedule
 	// plan is the schedule as data, nil for a story told in Go.
 	plan scenario.Plan
+	// waited is how long the schedule's first step waited (hold), ns.
+	waited atomic.Int64
 
 	// exits stop what the phases started, in the order they started it.
 	exits []func()
@@ -400,8 +403,9 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	} else {
 		// Sampling ends with the clients' work: their shutdown (closing
 		// connections, workers exiting) is no part of any verdict.
-		time.AfterFunc(r.o.TimeLimit, func() { meter.Stop(); cancelStop() })
-		go func() { nemErr <- rest.Run(stop) }()
+		limit := time.AfterFunc(r.o.TimeLimit, func() { meter.Stop(); cancelStop() })
+		hold := r.hold(limit, time.Now())
+		go func() { nemErr <- rest.RunHeld(stop, hold) }()
 		if r.o.Progress != nil {
 			go reportProgress(stop, r.o, r.rec)
 		}
@@ -419,9 +423,32 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Lateness = meter.Stop()
 	r.endSessions()
 	nerr = <-nemErr
+	r.res.Waited = time.Duration(r.waited.Load())
 	r.procs.close()
 	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))
 	return werr, nerr
+}
+
+// hold keeps the schedule's first step until the clients have made the
+// attempts the story's verdict counts before its fault, and moves the
+// time limit (limit, started at played) with the steps, so the story
+// keeps its time after the fault. Where the schedule waited is in the
+// log and the Result (Waited): only a loaded machine's run waits.
+func (r *runner) hold(limit *time.Timer, played time.Time) nemesis.Hold {
+	before := r.s.TrafficOf(r.o.Params).Floor().Before
+	if len(r.s.Requires) == 0 || before == 0 {
+		return nemesis.Hold{}
+	}
+	return nemesis.Hold{
+		Ready: func() bool { return r.rec.Attempts() >= before },
+		Max:   r.o.TimeLimit,
+		Moved: func(d time.Duration) {
+			limit.Reset(time.Until(played.Add(r.o.TimeLimit + d)))
+			r.waited.Store(int64(d))
+			r.logf("the schedule waited %s past its first step for %d lock attempts, the story's floor before its fault (%d made)",
+				d.Round(time.Millisecond), before, r.rec.Attempts())
+		},
+	}
 }
 
 // endSessions ends the lateness meter's sessions with lock nodes.

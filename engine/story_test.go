@@ -13,6 +13,7 @@ import (
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
 	"github.com/locktorture/locktorture/verdict"
+	"github.com/locktorture/locktorture/workloads"
 )
 
 // End to end: a lock that sends no command in its release never meets
@@ -73,5 +74,43 @@ func TestAUserLocksOwnPointCanBeTrapped(t *testing.T) {
 	}
 	if !crashed {
 		t.Fatal("the process that died at the point must have its acquire recorded as info")
+	}
+}
+
+// Clients too slow for the traffic a story needs before its fault (here
+// they think 0.4 TTL between attempts, and the fault is at 0.05 TTL), as
+// on a loaded machine, make the fault wait for their third attempt
+// instead of leaving the run vacuous; the time limit moves with it. The
+// clients start cycles about every 400 ms, so the one near 2.4 s falls
+// after the told limit (2.2 s) and inside the moved one.
+func TestTheFaultWaitsForTheTrafficBeforeIt(t *testing.T) {
+	story := &scenario.Scenario{Name: "test-held-fault", Story: "a client paused once the others have made three attempts",
+		TTL: time.Second, Clients: 2, TimeLimitTTLs: 2.2,
+		Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Safe, Why: "test"}},
+		Requires: []fault.Evidence{{Op: fault.Pause}},
+		Traffic:  verdict.Traffic{Before: 3, After: 1},
+		Workload: workloads.Shape{Think: workloads.FixedDist(400 * time.Millisecond)},
+		Plan:     scenario.Plan{{At: scenario.TTLs(0.05), Action: scenario.Action{Do: "pause", Client: "0", For: scenario.TTLs(0.1)}}},
+	}
+	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Vacuous != "" || !res.Matched || res.Waited <= 0 {
+		t.Fatalf("outcome %s, vacuous %q, waited %v: the pause must wait for the third attempt", res.Outcome, res.Vacuous, res.Waited)
+	}
+	answered, limit := 0, res.Ready+int64(2200*time.Millisecond)
+	moved := false
+	for _, op := range res.Ops {
+		switch {
+		case op.F == history.Acquire && (op.Type == history.OK || op.Type == history.Fail):
+			answered++
+		case op.F == string(fault.Pause) && answered < 3:
+			t.Fatalf("paused at %d ms after %d answered attempts", op.Time/1e6, answered)
+		}
+		moved = moved || op.F == history.Acquire && op.Type == history.Invoke && op.Time > limit
+	}
+	if !moved {
+		t.Fatalf("no client started a cycle after the told time limit, though the schedule waited %v", res.Waited)
 	}
 }

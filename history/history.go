@@ -119,6 +119,8 @@ type Recorder struct {
 	// them (Forget).
 	n      int
 	forget bool
+	// attempts counts acquires answered, ok or fail (Attempts).
+	attempts int
 	// deadlines is, by process, the deadline of the acquire by which it
 	// holds a key now (Deadline).
 	deadlines map[int]int64
@@ -187,7 +189,10 @@ func (r *Recorder) Add(op Op) Op {
 	switch {
 	case op.F == Release && op.Type == Invoke:
 		r.deadlines[op.Process] = 0
+	case op.F == Acquire && op.Type == Fail:
+		r.attempts++
 	case op.F == Acquire && op.Type == OK:
+		r.attempts++
 		r.deadlines[op.Process] = 0
 		if op.Value != nil {
 			r.deadlines[op.Process] = op.Value.Deadline
@@ -230,6 +235,15 @@ func (r *Recorder) Summary() (ops int, nemesis string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n, r.nemesis
+}
+
+// Attempts is how many lock attempts were answered so far, ok or fail:
+// the traffic a story's floor counts (verdict.Traffic), read while the
+// clients run to hold its fault until they have made it.
+func (r *Recorder) Attempts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.attempts
 }
 
 // Deadline is the lease deadline of the acquire by which process holds a

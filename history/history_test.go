@@ -31,6 +31,22 @@ func TestRecorderStreamsEveryOpAsItHappens(t *testing.T) {
 	}
 }
 
+// Attempts counts what a story's traffic floor counts: acquires
+// answered, ok or fail; not one whose outcome is unknown, nor releases.
+func TestAttemptsCountsAnsweredAcquires(t *testing.T) {
+	r := NewRecorder(nil, 2)
+	for _, c := range []struct {
+		f    string
+		t    Type
+		want int
+	}{{Acquire, OK, 1}, {Acquire, Fail, 2}, {Acquire, Info, 2}, {Release, OK, 2}, {Release, Fail, 2}} {
+		r.Complete(r.Invoke(0, c.f, "L", nil), c.t, nil, nil)
+		if got := r.Attempts(); got != c.want {
+			t.Fatalf("after %s %s: %d attempts, want %d", c.f, c.t, got, c.want)
+		}
+	}
+}
+
 func TestRecorderIsSafeForConcurrentClients(t *testing.T) {
 	r := NewRecorder(nil, 8)
 	var wg sync.WaitGroup

@@ -92,20 +92,77 @@ type Schedule []Step
 // meaningless, so it must not pass silently. A step that ctx ends midway
 // (the time limit, during a slot's hand-over) is not one: see CutShort.
 func (s Schedule) Run(ctx context.Context) error {
+	return s.RunHeld(ctx, Hold{})
+}
+
+// Hold keeps a schedule's first step until the clients have made the
+// traffic its story needs before its fault (verdict.Traffic's Before).
+// On a loaded machine clients can be slow to make their first attempts;
+// held, the fault still comes after them, where a fixed time would leave
+// the run vacuous.
+type Hold struct {
+	// Ready says the traffic is there (nil: no hold).
+	Ready func() bool
+	// Max is how long past its own time the first step may wait: a run
+	// whose clients never make the traffic then goes on, and reads
+	// vacuous.
+	Max time.Duration
+	// Moved, when set, is told how far the wait moved the steps, once
+	// they are moved (the run's time limit moves with them).
+	Moved func(time.Duration)
+}
+
+// pollHold is how often a held step asks Ready.
+const pollHold = 5 * time.Millisecond
+
+// RunHeld is Run with its first step held by h. Every later step keeps
+// its distance from the first, so the story after the hold is the one
+// told; an idle machine, whose clients are ready in time, holds nothing.
+func (s Schedule) RunHeld(ctx context.Context, h Hold) error {
 	steps := append(Schedule(nil), s...)
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At < steps[j].At })
 	start := time.Now()
-	for _, st := range steps {
+	for i, st := range steps {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(time.Until(start.Add(st.At))):
+		}
+		if i == 0 && h.Ready != nil {
+			moved, ok := h.wait(ctx)
+			if !ok {
+				return nil
+			}
+			start = start.Add(moved)
 		}
 		if err := CutShort(ctx, st.Do(ctx)); err != nil {
 			return fmt.Errorf("nemesis: %s: %w", st.Name, err)
 		}
 	}
 	return nil
+}
+
+// wait holds until Ready or Max and returns how long it held; ok is
+// false where ctx ended first.
+func (h Hold) wait(ctx context.Context) (held time.Duration, ok bool) {
+	if h.Ready() {
+		return 0, true
+	}
+	due := time.Now()
+	tick := time.NewTicker(pollHold)
+	defer tick.Stop()
+	for !h.Ready() && time.Since(due) < h.Max {
+		select {
+		case <-ctx.Done():
+			return time.Since(due), false
+		case <-tick.C:
+		}
+	}
+	held = time.Since(due)
+	if h.Moved != nil {
+		h.Moved(held)
+	}
+	return held, true
 }
 
 // CutShort is err, or nil when err is ctx's own end: an action the run's

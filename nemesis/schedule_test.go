@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,5 +202,53 @@ func TestAnActionTheRunsEndCutsShortIsNoFailure(t *testing.T) {
 			}
 			end()
 		}
+	}
+}
+
+// The hold keeps the first step until Ready, and every later step keeps
+// its distance from the first: the story told after the hold is the one
+// an idle machine sees. Unready, it waits Max and goes on; ready, it
+// moves nothing.
+func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		readyAfter  time.Duration // never when 0
+		max         time.Duration
+		first, most time.Duration // the first step's time, at least and at most
+		moved       bool
+	}{
+		{name: "ready later", readyAfter: 300 * time.Millisecond, max: 5 * time.Second, first: 300 * time.Millisecond, most: 2 * time.Second, moved: true},
+		{name: "never ready", max: 200 * time.Millisecond, first: 250 * time.Millisecond, most: 2 * time.Second, moved: true},
+		{name: "ready at once", readyAfter: time.Nanosecond, max: 5 * time.Second, first: 50 * time.Millisecond, most: 250 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var at []time.Duration
+			start := time.Now()
+			step := func(d time.Duration) nemesis.Step {
+				return nemesis.Step{At: d, Name: d.String(), Do: func(context.Context) error {
+					mu.Lock()
+					defer mu.Unlock()
+					at = append(at, time.Since(start))
+					return nil
+				}}
+			}
+			var moved time.Duration
+			h := nemesis.Hold{Max: c.max, Moved: func(d time.Duration) { moved = d },
+				Ready: func() bool { return c.readyAfter > 0 && time.Since(start) >= c.readyAfter }}
+			// Given out of order: the schedule sorts its steps first.
+			if err := (nemesis.Schedule{step(150 * time.Millisecond), step(50 * time.Millisecond)}).RunHeld(context.Background(), h); err != nil {
+				t.Fatal(err)
+			}
+			if len(at) != 2 || at[0] < c.first || at[0] > c.most {
+				t.Fatalf("steps at %v: the first must come between %v and %v", at, c.first, c.most)
+			}
+			if gap := at[1] - at[0]; gap < 90*time.Millisecond {
+				t.Fatalf("steps at %v: the second must keep its 100 ms after the first", at)
+			}
+			if (moved > 0) != c.moved {
+				t.Fatalf("moved %v: want moved %v", moved, c.moved)
+			}
+		})
 	}
 }

@@ -21,6 +21,14 @@ type Traffic struct {
 // defaultTraffic holds for every story that states none.
 var defaultTraffic = Traffic{Before: 3, During: 1, After: 3}
 
+// Floor is the floor t stands for: t, or the default where t is zero.
+func (t Traffic) Floor() Traffic {
+	if t == (Traffic{}) {
+		return defaultTraffic
+	}
+	return t
+}
+
 // Vacuity says, in one line, why the run in ops did not tell the story
 // whose evidence is requires, or "" when it did. requires[0] is the
 // story's fault: traffic (zero: the default floor) is counted around its
@@ -55,11 +63,7 @@ type trafficMeter struct {
 }
 
 func newTrafficMeter(requires []fault.Evidence, traffic Traffic) *trafficMeter {
-	floor := traffic
-	if floor == (Traffic{}) {
-		floor = defaultTraffic
-	}
-	return &trafficMeter{requires: requires, floor: floor}
+	return &trafficMeter{requires: requires, floor: traffic.Floor()}
 }
 
 // found sets the story's fault, op (nil: not found yet).
