@@ -423,24 +423,30 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Lateness = meter.Stop()
 	r.endSessions()
 	nerr = <-nemErr
-	r.res.Waited = time.Duration(r.waited.Load())
+	if held := r.env.Gate.Held(); held > 0 {
+		r.logf("a trap waited %s for the lock attempts the story needs before its fault", held.Round(time.Millisecond))
+	}
+	r.res.Waited = max(time.Duration(r.waited.Load()), r.env.Gate.Held())
 	r.procs.close()
 	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))
 	return werr, nerr
 }
 
-// hold keeps the schedule's first step until the clients have made the
-// attempts the story's verdict counts before its fault, and moves the
-// time limit (limit, started at played) with the steps, so the story
-// keeps its time after the fault. Where the schedule waited is in the
-// log and the Result (Waited): only a loaded machine's run waits.
+// hold keeps the story's fault until the clients have made the attempts
+// its verdict counts before it: the gate's traps, and the schedule's
+// first step unless it arms one. A held step moves the later ones and the
+// time limit (limit, started at played), so the story keeps its time
+// after the fault. What waited is in the log and the Result (Waited):
+// only a loaded machine's run waits.
 func (r *runner) hold(limit *time.Timer, played time.Time) nemesis.Hold {
 	before := r.s.TrafficOf(r.o.Params).Floor().Before
 	if len(r.s.Requires) == 0 || before == 0 {
 		return nemesis.Hold{}
 	}
+	ready := func() bool { return r.rec.Attempts() >= before }
+	r.env.Gate.Hold(ready)
 	return nemesis.Hold{
-		Ready: func() bool { return r.rec.Attempts() >= before },
+		Ready: ready,
 		Max:   r.o.TimeLimit,
 		Moved: func(d time.Duration) {
 			limit.Reset(time.Until(played.Add(r.o.TimeLimit + d)))

@@ -81,6 +81,10 @@ type Step struct {
 	// Name says what the step does, for logs and errors.
 	Name string
 	Do   func(ctx context.Context) error
+	// Arms says the step only arms a trap (Gate.ArmStep): its fault comes
+	// when the trap springs, which the gate holds (Gate.Hold), so a Hold
+	// of the schedule leaves the step at its time.
+	Arms bool
 }
 
 // Schedule is a fault plan: the same steps at the same offsets on every
@@ -95,11 +99,12 @@ func (s Schedule) Run(ctx context.Context) error {
 	return s.RunHeld(ctx, Hold{})
 }
 
-// Hold keeps a schedule's first step until the clients have made the
-// traffic its story needs before its fault (verdict.Traffic's Before).
-// On a loaded machine clients can be slow to make their first attempts;
-// held, the fault still comes after them, where a fixed time would leave
-// the run vacuous.
+// Hold keeps a schedule's first step, unless it arms a trap, until the
+// clients have made the traffic its story needs before its fault
+// (verdict.Traffic's Before); the gate holds the traps (Gate.Hold). On a
+// loaded machine clients can be slow to make their first attempts; held,
+// the fault still comes after them, where a fixed time would leave the
+// run vacuous.
 type Hold struct {
 	// Ready says the traffic is there (nil: no hold).
 	Ready func() bool
@@ -128,7 +133,7 @@ func (s Schedule) RunHeld(ctx context.Context, h Hold) error {
 			return nil
 		case <-time.After(time.Until(start.Add(st.At))):
 		}
-		if i == 0 && h.Ready != nil {
+		if i == 0 && h.Ready != nil && !st.Arms {
 			moved, ok := h.wait(ctx)
 			if !ok {
 				return nil

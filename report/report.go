@@ -7,6 +7,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -197,6 +198,10 @@ func Summary(w io.Writer, r *engine.Result) {
 		fmt.Fprintf(w, "  starved: %s (the checkers' verdicts below prove nothing either way)\n", r.Starved)
 	} else if r.Late != "" {
 		fmt.Fprintf(w, "  late: %s (the verdict stands: no fault ran, so lateness had no fault's window to move, and every checker passed)\n", r.Late)
+	}
+	if r.Waited > 0 {
+		fmt.Fprintf(w, "  the story's fault waited %s for the lock attempts it needs before it (a step that waits moves the later ones and the time limit as far)\n",
+			r.Waited.Round(time.Millisecond))
 	}
 	for _, h := range headlines(r, Faults(r.Ops)) {
 		fmt.Fprintf(w, "  %s\n", h)

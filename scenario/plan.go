@@ -186,7 +186,7 @@ func (p Plan) Schedule(e *Env) (nemesis.Schedule, error) {
 				return nil, fmt.Errorf("%s.trap: %w", where, err)
 			}
 			arm := e.Gate.ArmStep(st.At.in(e), set)
-			out = append(out, nemesis.Step{At: arm.At, Name: arm.Name, Do: func(ctx context.Context) error {
+			out = append(out, nemesis.Step{At: arm.At, Name: arm.Name, Arms: true, Do: func(ctx context.Context) error {
 				c.started(ctx)
 				return arm.Do(ctx)
 			}})

@@ -202,12 +202,16 @@ func minSec(d time.Duration) string {
 // pairLine is the one line a pair gets when it ends: its place among the
 // pairs, its name padded to width, how it ended (verdictOf), how long it
 // held its seats (and how long it waited for them, when that was a second
-// or more), and the time left.
-func pairLine(place, name string, width int, verdict string, took, waited, left time.Duration) string {
+// or more, and its fault for the traffic before it, engine.Result.Waited),
+// and the time left.
+func pairLine(place, name string, width int, verdict string, took, waited, fault, left time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %-*s  %s  %.1f s", place, width, name, verdict, took.Seconds())
 	if waited >= time.Second {
 		fmt.Fprintf(&b, " (waited %.1f s for seats)", waited.Seconds())
+	}
+	if fault > 0 {
+		fmt.Fprintf(&b, " (its fault waited %.2f s for traffic)", fault.Seconds())
 	}
 	if r := roughly(left); r != "" {
 		fmt.Fprintf(&b, "  %s left", r)
@@ -510,7 +514,11 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 	t.done++
 	matched := err == nil && res != nil && res.Matched
 	var b bytes.Buffer
-	fmt.Fprintln(&b, pairLine(place(t.done, t.total, t.again), p.name(), t.width, verdictOf(res, err), took, waited, t.leftLocked(now)))
+	var fault time.Duration
+	if res != nil {
+		fault = res.Waited
+	}
+	fmt.Fprintln(&b, pairLine(place(t.done, t.total, t.again), p.name(), t.width, verdictOf(res, err), took, waited, fault, t.leftLocked(now)))
 	// A random run's finding is read in its block, matched or not.
 	if !matched || t.verbose || res != nil && res.Finding != "" {
 		b.Write(log)
