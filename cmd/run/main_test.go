@@ -601,19 +601,22 @@ func TestDockerRunLeavesNothingLabelled(t *testing.T) {
 func TestPairLineSaysPlaceVerdictTimeAndTimeLeft(t *testing.T) {
 	cases := []struct {
 		place, name, verdict string
-		took, waited, left   time.Duration
+		took, waited, fault  time.Duration
+		left                 time.Duration
 		want                 string
 	}{
-		{place(37, 132, false), "paused-holder / redsync", "MATCHED", 3500 * time.Millisecond, 0, 2 * time.Minute,
+		{place(37, 132, false), "paused-holder / redsync", "MATCHED", 3500 * time.Millisecond, 0, 0, 2 * time.Minute,
 			"[ 37/132] paused-holder / redsync     MATCHED  3.5 s  ~2 min left"},
-		{place(5, 132, false), "baseline / none", "NOT MATCHED  safe (expected unsafe +lost-update)", 2049 * time.Millisecond, 4200 * time.Millisecond, 41 * time.Second,
+		{place(5, 132, false), "baseline / none", "NOT MATCHED  safe (expected unsafe +lost-update)", 2049 * time.Millisecond, 4200 * time.Millisecond, 0, 41 * time.Second,
 			"[  5/132] baseline / none             NOT MATCHED  safe (expected unsafe +lost-update)  2.0 s (waited 4.2 s for seats)  ~40 s left"},
+		{place(6, 132, false), "lost-reply / set-nx-px", "MATCHED", 4100 * time.Millisecond, 0, 420 * time.Millisecond, 41 * time.Second,
+			"[  6/132] lost-reply / set-nx-px      MATCHED  4.1 s (its fault waited 0.42 s for traffic)  ~40 s left"},
 		// The last pair has nothing left to say about.
-		{place(2, 2, true), "fair-order / fair", "MATCHED", time.Second, 0, 0,
+		{place(2, 2, true), "fair-order / fair", "MATCHED", time.Second, 0, 0, 0,
 			"[again 2/2] fair-order / fair           MATCHED  1.0 s"},
 	}
 	for _, c := range cases {
-		if got := pairLine(c.place, c.name, 26, c.verdict, c.took, c.waited, c.left); got != c.want {
+		if got := pairLine(c.place, c.name, 26, c.verdict, c.took, c.waited, c.fault, c.left); got != c.want {
 			t.Errorf("pairLine:\n got %q\nwant %q", got, c.want)
 		}
 	}
@@ -1093,5 +1096,18 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 	}
 	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
 		t.Errorf("baseline / zk asked to run alone: %d seats (%v), want all %d", p.Seats(), err, all)
+	}
+}
+
+// A starved pair's second run asks for the whole machine; its first, and
+// every other pair, for the seats its story and lock need.
+func TestAStarvedPairRunsAgainAlone(t *testing.T) {
+	m := &matrixRun{pairs: [][2]string{{"baseline", "set-nx-px"}}}
+	if m.options(0).Alone {
+		t.Fatal("a first run must not ask for the whole machine")
+	}
+	m.again = true
+	if o := m.options(0); !o.Alone || o.Scenario != "baseline" || o.Lock != "set-nx-px" {
+		t.Fatalf("second run's options %+v: want baseline / set-nx-px alone", o)
 	}
 }

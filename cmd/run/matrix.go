@@ -51,8 +51,9 @@ type matrixRun struct {
 	noting      sync.Mutex
 	interrupted []string
 	// rerun lists the starved pairs run a second time, and where each
-	// one's first run is.
+	// one's first run is; again says the pairs run now are those.
 	rerun []string
+	again bool
 }
 
 // runMatrix runs the pairs f selects, of the stories told (a scenario
@@ -204,10 +205,16 @@ func (m *matrixRun) selectPairs(stdout io.Writer) ([][2]string, error) {
 }
 
 // options is the engine's options for pair i.
+//
+// A starved pair's second run takes the whole machine-wide room: its first
+// was no evidence because the machine ran late, and a run of another
+// process's beside it (a test's, another matrix's) is load it can be
+// spared.
 func (m *matrixRun) options(i int) engine.Options {
 	o := m.base
 	p := m.pairs[i]
 	o.Scenario, o.Lock, o.Told = p[0], p[1], m.told[p[0]]
+	o.Alone = o.Alone || m.again
 	return o
 }
 
@@ -306,12 +313,13 @@ func (m *matrixRun) runStarvedAgain(ctx context.Context) {
 	if len(starved) > 0 && ctx.Err() == nil {
 		m.tr.runAgain(starved)
 	}
+	m.again = true
 	for _, i := range starved {
 		if ctx.Err() != nil {
 			break
 		}
 		e := m.result.Entries[i]
-		m.tr.printf("%s / %s was starved (see above): running it once more, one at a time, now that the other runs are done\n", e.Scenario, e.Lock)
+		m.tr.printf("%s / %s was starved (see above): running it once more, alone on the machine, now that the other runs are done\n", e.Scenario, e.Lock)
 		m.rerun = append(m.rerun, fmt.Sprintf("%s/%s (first run: %s)", e.Scenario, e.Lock, e.Dir))
 		m.runPair(ctx, i)
 	}
