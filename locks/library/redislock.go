@@ -53,10 +53,10 @@ func (l *redisLock) Acquire(ctx context.Context, key string) (locks.Lease, error
 	// the strategy ends first, so running out of tries says ErrNotObtained
 	// and a context deadline can only mean a command cut short.
 	tries := int(l.cfg.Wait / l.cfg.RetryDelay)
-	retry := redislock.LimitRetry(redislock.LinearBackoff(l.cfg.RetryDelay), tries)
+	retry := &notedRetry{RetryStrategy: redislock.LimitRetry(redislock.LinearBackoff(l.cfg.RetryDelay), tries), clock: l.cfg.Clock}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.Wait+l.cfg.TTL)
 	defer cancel()
-	start := l.cfg.Clock.Now()
+	retry.asked = l.cfg.Clock.Now()
 	lock, err := l.client.Obtain(ctx, key, l.cfg.TTL, &redislock.Options{RetryStrategy: retry})
 	if err != nil {
 		return locks.Lease{}, redislockObtainErr(err)
@@ -69,13 +69,30 @@ func (l *redisLock) Acquire(ctx context.Context, key string) (locks.Lease, error
 		h.stop = l.refresher(lock)
 	} else {
 		// The library computes no deadline; its users read the TTL they
-		// asked for as one. Counted from the call, the earliest the key can
+		// asked for as one. Counted from the start of the try that took
+		// the key (after the last backoff asked for), the earliest it can
 		// have been set, the promise judged is never longer than the key's
-		// life.
-		lease.ValidUntil = start.Add(l.cfg.TTL)
+		// life, and no shorter for a wait spent retrying.
+		lease.ValidUntil = retry.asked.Add(l.cfg.TTL)
 	}
 	lease.Handle = h
 	return lease, nil
+}
+
+// notedRetry is the retry strategy handed to Obtain, noting when the
+// library last asked it for a backoff: every try comes after the call or
+// after its latest backoff. Obtain asks from its own goroutine, and the
+// note is read once it has returned.
+type notedRetry struct {
+	redislock.RetryStrategy
+	clock locks.Clock
+	// asked is when the call began or a backoff was last asked for.
+	asked time.Time
+}
+
+func (r *notedRetry) NextBackoff() time.Duration {
+	r.asked = r.clock.Now()
+	return r.RetryStrategy.NextBackoff()
 }
 
 // refresher calls Refresh every TTL/3 until stopped or refused, and
