@@ -423,28 +423,25 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Lateness = meter.Stop()
 	r.endSessions()
 	nerr = <-nemErr
-	if held := r.env.Gate.Held(); held > 0 {
-		r.logf("a trap waited %s for the lock attempts the story needs before its fault", held.Round(time.Millisecond))
-	}
-	r.res.Waited = max(time.Duration(r.waited.Load()), r.env.Gate.Held())
+	r.res.Waited = time.Duration(r.waited.Load())
 	r.procs.close()
 	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))
 	return werr, nerr
 }
 
-// hold keeps the story's fault until the clients have made the attempts
-// its verdict counts before it: the gate's traps, and the schedule's
-// first step unless it arms one. A held step moves the later ones and the
-// time limit (limit, started at played), so the story keeps its time
-// after the fault. What waited is in the log and the Result (Waited):
-// only a loaded machine's run waits.
+// hold keeps the schedule's first step, unless it arms a trap, until the
+// clients have made the attempts the story's verdict counts before its
+// fault, and moves the later steps and the time limit (limit, started at
+// played) with it, so the story keeps its time after the fault. A trap is
+// not held: caught at the first chance after the attempts, it caught
+// another client than the story's (docs/stories.md). What waited is in
+// the log and the Result (Waited): only a loaded machine's run waits.
 func (r *runner) hold(limit *time.Timer, played time.Time) nemesis.Hold {
 	before := r.s.TrafficOf(r.o.Params).Floor().Before
 	if len(r.s.Requires) == 0 || before == 0 {
 		return nemesis.Hold{}
 	}
 	ready := func() bool { return r.rec.Attempts() >= before }
-	r.env.Gate.Hold(ready)
 	return nemesis.Hold{
 		Ready: ready,
 		Max:   r.o.TimeLimit,

@@ -34,17 +34,6 @@ type Gate struct {
 	err     error
 	// profile is what the ops sent, op kind by op kind (Profile).
 	profile Profile
-	// hold keeps traps until the story's traffic is there (Hold).
-	hold trapHold
-}
-
-// trapHold is the gate's Hold: ready, whether it said yes (seen), when a
-// trap first fitted before it did (since), and how long that trap waited.
-type trapHold struct {
-	ready func() bool
-	seen  bool
-	since time.Time
-	held  time.Duration
 }
 
 // client is what the gate knows of one client, across its processes.

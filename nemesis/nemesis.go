@@ -82,8 +82,8 @@ type Step struct {
 	Name string
 	Do   func(ctx context.Context) error
 	// Arms says the step only arms a trap (Gate.ArmStep): its fault comes
-	// when the trap springs, which the gate holds (Gate.Hold), so a Hold
-	// of the schedule leaves the step at its time.
+	// when the trap springs, at a client's command or point, so a Hold of
+	// the schedule leaves the step at its time.
 	Arms bool
 }
 
@@ -101,10 +101,9 @@ func (s Schedule) Run(ctx context.Context) error {
 
 // Hold keeps a schedule's first step, unless it arms a trap, until the
 // clients have made the traffic its story needs before its fault
-// (verdict.Traffic's Before); the gate holds the traps (Gate.Hold). On a
-// loaded machine clients can be slow to make their first attempts; held,
-// the fault still comes after them, where a fixed time would leave the
-// run vacuous.
+// (verdict.Traffic's Before). On a loaded machine clients can be slow to
+// make their first attempts; held, the fault still comes after them,
+// where a fixed time would leave the run vacuous.
 type Hold struct {
 	// Ready says the traffic is there (nil: no hold).
 	Ready func() bool

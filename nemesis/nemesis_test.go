@@ -532,24 +532,3 @@ func TestEvictRefusesANodeWithoutMaxmemory(t *testing.T) {
 		t.Fatalf("evict on a node without maxmemory: %v", err)
 	}
 }
-
-// A held gate lets a trap's chances pass until the story's traffic is
-// there: the trap stays armed and springs at the first chance after.
-func TestHeldGateSpringsATrapOnlyOnceReady(t *testing.T) {
-	rec := history.NewRecorder(nil, 0)
-	g := nemesis.NewGate(rec)
-	g.Hold(func() bool { return rec.Attempts() >= 1 })
-	sprang := 0
-	g.Arm(nemesis.Trap{Point: "p", Client: nemesis.AnyClient, Then: func(context.Context, int, int) error { sprang++; return nil }})
-	if err := g.At(ctx, 0, 0, "p"); err != nil || sprang != 0 {
-		t.Fatalf("before any attempt was answered: %v, sprang %d times", err, sprang)
-	}
-	time.Sleep(20 * time.Millisecond)
-	rec.Complete(rec.Invoke(0, history.Acquire, "k", nil), history.Fail, nil, nil)
-	if err := g.At(ctx, 0, 0, "p"); err != nil || sprang != 1 {
-		t.Fatalf("after the attempt: %v, sprang %d times", err, sprang)
-	}
-	if held := g.Held(); held < 20*time.Millisecond {
-		t.Fatalf("held %v: the trap waited from its first chance", held)
-	}
-}

@@ -207,8 +207,8 @@ func TestAnActionTheRunsEndCutsShortIsNoFailure(t *testing.T) {
 
 // The hold keeps the first step until Ready, and every later step keeps
 // its distance from the first: the story told after the hold is the one
-// an idle machine sees. Unready, it waits Max and goes on; ready, it
-// moves nothing.
+// an idle machine sees. Unready, it waits Max and goes on; ready, or a
+// first step that only arms a trap, it moves nothing.
 func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
 	for _, c := range []struct {
 		name        string
@@ -216,10 +216,12 @@ func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
 		max         time.Duration
 		first, most time.Duration // the first step's time, at least and at most
 		moved       bool
+		arms        bool // the first step arms a trap
 	}{
 		{name: "ready later", readyAfter: 300 * time.Millisecond, max: 5 * time.Second, first: 300 * time.Millisecond, most: 2 * time.Second, moved: true},
 		{name: "never ready", max: 200 * time.Millisecond, first: 250 * time.Millisecond, most: 2 * time.Second, moved: true},
 		{name: "ready at once", readyAfter: time.Nanosecond, max: 5 * time.Second, first: 50 * time.Millisecond, most: 250 * time.Millisecond},
+		{name: "arming, never ready", max: 5 * time.Second, first: 50 * time.Millisecond, most: 250 * time.Millisecond, arms: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -236,8 +238,10 @@ func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
 			var moved time.Duration
 			h := nemesis.Hold{Max: c.max, Moved: func(d time.Duration) { moved = d },
 				Ready: func() bool { return c.readyAfter > 0 && time.Since(start) >= c.readyAfter }}
+			first := step(50 * time.Millisecond)
+			first.Arms = c.arms
 			// Given out of order: the schedule sorts its steps first.
-			if err := (nemesis.Schedule{step(150 * time.Millisecond), step(50 * time.Millisecond)}).RunHeld(context.Background(), h); err != nil {
+			if err := (nemesis.Schedule{step(150 * time.Millisecond), first}).RunHeld(context.Background(), h); err != nil {
 				t.Fatal(err)
 			}
 			if len(at) != 2 || at[0] < c.first || at[0] > c.most {

@@ -126,57 +126,15 @@ func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
 	return g.takeLocked(client, fits)
 }
 
-// takeLocked is take with g.mu held. A trap that fits before the story's
-// traffic is there (Hold) stays armed for a later chance.
+// takeLocked is take with g.mu held.
 func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 	for i, t := range g.traps {
 		if (t.Client == AnyClient || t.Client == client) && fits(t) {
-			if !g.readyLocked() {
-				return Trap{}, false
-			}
 			g.traps = append(g.traps[:i], g.traps[i+1:]...)
 			return t, true
 		}
 	}
 	return Trap{}, false
-}
-
-// Hold keeps every trap from springing until ready says the clients have
-// made the traffic the story needs before its fault, as Schedule.RunHeld
-// keeps a step: a loaded machine's slow clients then meet the trap after
-// that traffic, and the run is not vacuous for it. Once ready, it is not
-// asked again. Held says how long a trap waited.
-func (g *Gate) Hold(ready func() bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.hold.ready = ready
-}
-
-// Held is how long a trap that fitted waited for Hold's ready: from its
-// first chance to the first chance after ready (0: none waited, or the
-// run ended before ready).
-func (g *Gate) Held() time.Duration {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.hold.held
-}
-
-// readyLocked says whether traps may spring (Hold), with g.mu held.
-func (g *Gate) readyLocked() bool {
-	h := &g.hold
-	if h.ready == nil || h.seen {
-		return true
-	}
-	if h.seen = h.ready(); h.seen {
-		if !h.since.IsZero() {
-			h.held = time.Since(h.since)
-		}
-		return true
-	}
-	if h.since.IsZero() {
-		h.since = time.Now()
-	}
-	return false
 }
 
 // spring carries out trap t on process of client, standing at where: in
