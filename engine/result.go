@@ -63,9 +63,11 @@ type Result struct {
 	// one for a run alone), from Started for Held, until it gave them up.
 	Seats int           `json:"seats,omitempty"`
 	Held  time.Duration `json:"held_ns,omitempty"`
-	// Waited is how long the schedule's first step waited past its time
-	// for the attempts the story needs before its fault (nemesis.Hold);
-	// the steps after it and the time limit moved as far.
+	// Waited is how long the story's fault waited for the attempts it
+	// needs before it: the schedule's first step past its time
+	// (nemesis.Hold), and the suspensions of a trap that fitted before
+	// them (nemesis.Gate.Hold). The later steps and the time limit moved
+	// as far.
 	Waited time.Duration `json:"waited_ns,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.

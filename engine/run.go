@@ -93,8 +93,9 @@ type runner struct {
 	sched    nemesis.Schedule
 	// plan is the schedule as data, nil for a story told in Go.
 	plan scenario.Plan
-	// waited is how long the schedule's first step waited (hold), ns.
-	waited atomic.Int64
+	// stepped is how long the schedule's first step waited, suspended
+	// how long traps were suspended, in ns (hold).
+	stepped, suspended atomic.Int64
 
 	// exits stop what the phases started, in the order they started it.
 	exits []func()
@@ -423,35 +424,58 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Lateness = meter.Stop()
 	r.endSessions()
 	nerr = <-nemErr
-	r.res.Waited = time.Duration(r.waited.Load())
+	r.waited()
 	r.procs.close()
 	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))
 	return werr, nerr
 }
 
-// hold keeps the schedule's first step, unless it arms a trap, until the
-// clients have made the attempts the story's verdict counts before its
-// fault, and moves the later steps and the time limit (limit, started at
-// played) with it, so the story keeps its time after the fault. A trap is
-// not held: caught at the first chance after the attempts, it caught
-// another client than the story's (docs/stories.md). What waited is in
-// the log and the Result (Waited): only a loaded machine's run waits.
+// hold keeps the story's fault until the clients have made the attempts
+// its verdict counts before it: the schedule's first step, unless it arms
+// a trap, waits for them, and a trap that fits before them is suspended a
+// quarter of a TTL at a time (nemesis.Gate.Hold says why not less). Each
+// wait moves the later steps and the time limit (limit, started at
+// played) as far, so the story keeps its time after the fault. What
+// waited is in the log and the Result (Waited): only a loaded machine's
+// run waits.
 func (r *runner) hold(limit *time.Timer, played time.Time) nemesis.Hold {
 	before := r.s.TrafficOf(r.o.Params).Floor().Before
 	if len(r.s.Requires) == 0 || before == 0 {
 		return nemesis.Hold{}
 	}
 	ready := func() bool { return r.rec.Attempts() >= before }
+	// Called from the schedule's goroutine and the clients': what they
+	// moved is logged once play is over (waited).
+	move := func() {
+		total := time.Duration(r.stepped.Load() + r.suspended.Load())
+		limit.Reset(time.Until(played.Add(r.o.TimeLimit + total)))
+	}
+	r.env.Gate.Hold(ready, r.o.TTL/4, r.o.TimeLimit, func(d time.Duration) {
+		r.suspended.Add(int64(d))
+		move()
+	})
 	return nemesis.Hold{
 		Ready: ready,
 		Max:   r.o.TimeLimit,
 		Moved: func(d time.Duration) {
-			limit.Reset(time.Until(played.Add(r.o.TimeLimit + d)))
-			r.waited.Store(int64(d))
-			r.logf("the schedule waited %s past its first step for %d lock attempts, the story's floor before its fault (%d made)",
-				d.Round(time.Millisecond), before, r.rec.Attempts())
+			r.stepped.Store(int64(d))
+			move()
 		},
+		Later: func() time.Duration { return time.Duration(r.suspended.Load()) },
 	}
+}
+
+// waited sets Result.Waited, once play is over, and logs what waited.
+func (r *runner) waited() {
+	stepped, suspended := time.Duration(r.stepped.Load()), time.Duration(r.suspended.Load())
+	before := r.s.TrafficOf(r.o.Params).Floor().Before
+	if stepped > 0 {
+		r.logf("the schedule waited %s past its first step for %d lock attempts, the story's floor before its fault", stepped.Round(time.Millisecond), before)
+	}
+	if suspended > 0 {
+		r.logf("traps were suspended %s in all before %d lock attempts were made, the story's floor before its fault", suspended, before)
+	}
+	r.res.Waited = stepped + suspended
 }
 
 // endSessions ends the lateness meter's sessions with lock nodes.

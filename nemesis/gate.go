@@ -34,6 +34,20 @@ type Gate struct {
 	err     error
 	// profile is what the ops sent, op kind by op kind (Profile).
 	profile Profile
+	// hold keeps traps until the story's traffic is there (Hold).
+	hold trapHold
+}
+
+// trapHold is the gate's Hold: what it was told, whether ready said yes
+// (seen), when the suspension in force ends, and how long the
+// suspensions were in all.
+type trapHold struct {
+	ready     func() bool
+	wait, max time.Duration
+	moved     func(time.Duration)
+	seen      bool
+	until     time.Time
+	total     time.Duration
 }
 
 // client is what the gate knows of one client, across its processes.

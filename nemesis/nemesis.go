@@ -114,6 +114,10 @@ type Hold struct {
 	// Moved, when set, is told how far the wait moved the steps, once
 	// they are moved (the run's time limit moves with them).
 	Moved func(time.Duration)
+	// Later, when set, says how much later than planned every step not
+	// yet taken comes for holds elsewhere (a trap's, Gate.Hold); it only
+	// grows.
+	Later func() time.Duration
 }
 
 // pollHold is how often a held step asks Ready.
@@ -127,10 +131,8 @@ func (s Schedule) RunHeld(ctx context.Context, h Hold) error {
 	sort.SliceStable(steps, func(i, j int) bool { return steps[i].At < steps[j].At })
 	start := time.Now()
 	for i, st := range steps {
-		select {
-		case <-ctx.Done():
+		if !h.until(ctx, start.Add(st.At)) {
 			return nil
-		case <-time.After(time.Until(start.Add(st.At))):
 		}
 		if i == 0 && h.Ready != nil && !st.Arms {
 			moved, ok := h.wait(ctx)
@@ -145,6 +147,32 @@ func (s Schedule) RunHeld(ctx context.Context, h Hold) error {
 	}
 	return nil
 }
+
+// until waits for at, moved by Later as it grows, and says false where
+// ctx ended first.
+func (h Hold) until(ctx context.Context, at time.Time) bool {
+	for {
+		var later time.Duration
+		if h.Later != nil {
+			later = h.Later()
+		}
+		d := time.Until(at.Add(later))
+		if d <= 0 {
+			return true
+		}
+		if h.Later != nil {
+			d = min(d, pollLater)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(d):
+		}
+	}
+}
+
+// pollLater is how often a step's wait reads Hold.Later.
+const pollLater = 20 * time.Millisecond
 
 // wait holds until Ready or Max and returns how long it held; ok is
 // false where ctx ended first.

@@ -532,3 +532,40 @@ func TestEvictRefusesANodeWithoutMaxmemory(t *testing.T) {
 		t.Fatalf("evict on a node without maxmemory: %v", err)
 	}
 }
+
+// A held gate suspends a trap that fits before the story's traffic is
+// there, and every chance inside the suspension passes, ready or not: the
+// trap then springs at the first chance after it, not at the first after
+// the traffic (Gate.Hold says why). Past max it springs as armed.
+func TestHeldGateSuspendsATrapThatFitsTooEarly(t *testing.T) {
+	rec := history.NewRecorder(nil, 0)
+	g := nemesis.NewGate(rec)
+	var moved []time.Duration
+	g.Hold(func() bool { return rec.Attempts() >= 1 }, 100*time.Millisecond, 150*time.Millisecond, func(d time.Duration) { moved = append(moved, d) })
+	sprang := 0
+	g.Arm(nemesis.Trap{Point: "p", Client: nemesis.AnyClient, Then: func(context.Context, int, int) error { sprang++; return nil }})
+	start := time.Now()
+	_ = g.At(ctx, 0, 0, "p")
+	rec.Complete(rec.Invoke(0, history.Acquire, "k", nil), history.Fail, nil, nil)
+	_ = g.At(ctx, 0, 0, "p")
+	if sprang != 0 || len(moved) != 1 || moved[0] != 100*time.Millisecond {
+		t.Fatalf("inside the suspension: sprang %d times, moved %v", sprang, moved)
+	}
+	time.Sleep(time.Until(start.Add(110 * time.Millisecond)))
+	_ = g.At(ctx, 0, 0, "p")
+	if sprang != 1 {
+		t.Fatalf("the first chance after the suspension, ready: sprang %d times", sprang)
+	}
+
+	// Never ready: suspended until the suspensions reach max, then armed.
+	g2 := nemesis.NewGate(rec)
+	moved = nil
+	g2.Hold(func() bool { return false }, 100*time.Millisecond, 150*time.Millisecond, func(d time.Duration) { moved = append(moved, d) })
+	g2.Arm(nemesis.Trap{Point: "p", Client: nemesis.AnyClient, Then: func(context.Context, int, int) error { sprang++; return nil }})
+	for deadline := time.Now().Add(2 * time.Second); sprang == 1 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_ = g2.At(ctx, 0, 0, "p")
+	}
+	if sprang != 2 || len(moved) != 2 {
+		t.Fatalf("never ready: sprang %d times after %d suspensions; want it to spring after 2", sprang-1, len(moved))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,5 +255,21 @@ func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
 				t.Fatalf("moved %v: want moved %v", moved, c.moved)
 			}
 		})
+	}
+}
+
+// Steps not yet taken come Later as much as Hold.Later says, read as it
+// grows while they wait.
+func TestHeldScheduleStepsComeLaterAsTold(t *testing.T) {
+	var later atomic.Int64
+	start := time.Now()
+	var at time.Duration
+	s := nemesis.Schedule{{At: 50 * time.Millisecond, Name: "first", Do: func(context.Context) error { later.Store(int64(200 * time.Millisecond)); return nil }},
+		{At: 100 * time.Millisecond, Name: "second", Do: func(context.Context) error { at = time.Since(start); return nil }}}
+	if err := s.RunHeld(context.Background(), nemesis.Hold{Later: func() time.Duration { return time.Duration(later.Load()) }}); err != nil {
+		t.Fatal(err)
+	}
+	if at < 300*time.Millisecond {
+		t.Fatalf("the second step came at %v: 100 ms planned and 200 ms later", at)
 	}
 }

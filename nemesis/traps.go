@@ -126,15 +126,58 @@ func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
 	return g.takeLocked(client, fits)
 }
 
-// takeLocked is take with g.mu held.
+// takeLocked is take with g.mu held. A trap that fits while the gate is
+// held (Hold) stays armed.
 func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 	for i, t := range g.traps {
 		if (t.Client == AnyClient || t.Client == client) && fits(t) {
+			if !g.readyLocked() {
+				return Trap{}, false
+			}
 			g.traps = append(g.traps[:i], g.traps[i+1:]...)
 			return t, true
 		}
 	}
 	return Trap{}, false
+}
+
+// Hold keeps traps from springing before ready says the clients have made
+// the traffic the story needs before its fault. A trap that fits before
+// then is suspended for wait, every trap with it, and fits again at its
+// first chance after; moved is told each suspension as it starts (the
+// run moves its later steps and its time limit as far), until they add
+// up to max, after which traps spring as armed.
+//
+// Not springing at the first chance after ready is the point: that
+// chance is mostly the next step of the client whose answer made the
+// traffic, the client whose acquire just ended, and a trap there told
+// another story (2 of 4 RedLock runs so held read safe). After a
+// suspension much longer than a lock op the trap catches whichever
+// client comes next, as one armed at a time of the plan's does.
+func (g *Gate) Hold(ready func() bool, wait, max time.Duration, moved func(time.Duration)) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hold = trapHold{ready: ready, wait: wait, max: max, moved: moved}
+}
+
+// readyLocked says whether traps may spring (Hold), with g.mu held.
+func (g *Gate) readyLocked() bool {
+	h := &g.hold
+	if h.ready == nil || h.seen {
+		return true
+	}
+	now := time.Now()
+	if now.Before(h.until) {
+		return false
+	}
+	if h.seen = h.ready() || h.total >= h.max; h.seen {
+		return true
+	}
+	h.until, h.total = now.Add(h.wait), h.total+h.wait
+	if h.moved != nil {
+		h.moved(h.wait)
+	}
+	return false
 }
 
 // spring carries out trap t on process of client, standing at where: in
