@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -405,7 +406,8 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 		// Sampling ends with the clients' work: their shutdown (closing
 		// connections, workers exiting) is no part of any verdict.
 		limit := time.AfterFunc(r.o.TimeLimit, func() { meter.Stop(); cancelStop() })
-		hold := r.hold(limit, time.Now())
+		r.onExit(func() { limit.Stop() })
+		hold := r.hold(stop, limit, time.Now())
 		go func() { nemErr <- rest.RunHeld(stop, hold) }()
 		if r.o.Progress != nil {
 			go reportProgress(stop, r.o, r.rec)
@@ -420,6 +422,9 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	}
 	werr = clients.Run(stop, abort)
 	cancelStop()
+	// An op still under way after the time limit must not start a
+	// suspension that moves nothing.
+	r.env.Gate.Hold(nil, 0, 0, nil)
 	observer.Stop()
 	r.res.Lateness = meter.Stop()
 	r.endSessions()
@@ -438,21 +443,31 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 // played) as far, so the story keeps its time after the fault. What
 // waited is in the log and the Result (Waited): only a loaded machine's
 // run waits.
-func (r *runner) hold(limit *time.Timer, played time.Time) nemesis.Hold {
+func (r *runner) hold(stop context.Context, limit *time.Timer, played time.Time) nemesis.Hold {
 	before := r.s.TrafficOf(r.o.Params).Floor().Before
 	if len(r.s.Requires) == 0 || before == 0 {
 		return nemesis.Hold{}
 	}
 	ready := func() bool { return r.rec.Attempts() >= before }
-	// Called from the schedule's goroutine and the clients': what they
-	// moved is logged once play is over (waited).
+	// Called from the schedule's goroutine and the clients': one at a
+	// time, so the latest total is the one the limit keeps, and never
+	// once the limit has ended the run. What they moved is logged once
+	// play is over (waited).
+	var moving sync.Mutex
 	move := func() {
+		moving.Lock()
+		defer moving.Unlock()
+		if stop.Err() != nil {
+			return
+		}
 		total := time.Duration(r.stepped.Load() + r.suspended.Load())
 		limit.Reset(time.Until(played.Add(r.o.TimeLimit + total)))
 	}
 	r.env.Gate.Hold(ready, r.o.TTL/4, r.o.TimeLimit, func(d time.Duration) {
-		r.suspended.Add(int64(d))
-		move()
+		if stop.Err() == nil {
+			r.suspended.Add(int64(d))
+			move()
+		}
 	})
 	return nemesis.Hold{
 		Ready: ready,

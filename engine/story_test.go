@@ -114,3 +114,56 @@ func TestTheFaultWaitsForTheTrafficBeforeIt(t *testing.T) {
 		t.Fatalf("no client started a cycle after the told time limit, though the schedule waited %v", res.Waited)
 	}
 }
+
+// The same slow clients with the fault a trap: armed before they start, it
+// fits at the first holder's write, after one answered attempt; it is suspended
+// a quarter of a TTL (more while the attempts are still short) and
+// springs at a chance after the third, and the run tells its story.
+func TestATrapThatFitsBeforeTheTrafficIsSuspended(t *testing.T) {
+	story := &scenario.Scenario{Name: "test-suspended-trap", Story: "a holder paused at its write once the clients have made three attempts",
+		TTL: time.Second, Clients: 2, TimeLimitTTLs: 2.2,
+		Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Safe, Why: "test"}},
+		Requires: []fault.Evidence{{Op: fault.Pause}},
+		Traffic:  verdict.Traffic{Before: 3, After: 1},
+		Workload: workloads.Shape{Think: workloads.FixedDist(400 * time.Millisecond)},
+		Plan: scenario.Plan{{At: scenario.TTLs(0), Action: scenario.Action{Do: "arm",
+			Trap: &scenario.Trap{Point: workloads.BeforeWrite, Client: "any", Pause: scenario.TTLs(0.1)}}}},
+	}
+	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Vacuous != "" || !res.Matched || res.Waited < 250*time.Millisecond {
+		t.Fatalf("outcome %s, vacuous %q, waited %v: the trap must be suspended until the third attempt", res.Outcome, res.Vacuous, res.Waited)
+	}
+	answered := 0
+	for _, op := range res.Ops {
+		switch {
+		case op.F == history.Acquire && (op.Type == history.OK || op.Type == history.Fail):
+			answered++
+		case op.F == string(fault.Pause) && answered < 3:
+			t.Fatalf("paused at %d ms after %d answered attempts", op.Time/1e6, answered)
+		}
+	}
+}
+
+// A step's wait longer than the time limit left moves the limit as it
+// goes: clients that think 1.4 s make their third attempt after the told
+// 1.2 s limit, and the pause planned at 0.5 s still comes, after it.
+func TestAStepsWaitOutlastsTheToldTimeLimit(t *testing.T) {
+	story := &scenario.Scenario{Name: "test-long-wait", Story: "a client paused once the others have made three attempts, later than the time limit",
+		TTL: time.Second, Clients: 2, TimeLimitTTLs: 1.2, MinTimeLimitTTLs: 1.2,
+		Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Safe, Why: "test"}},
+		Requires: []fault.Evidence{{Op: fault.Pause}},
+		Traffic:  verdict.Traffic{Before: 3},
+		Workload: workloads.Shape{Think: workloads.FixedDist(1400 * time.Millisecond)},
+		Plan:     scenario.Plan{{At: scenario.TTLs(0.5), Action: scenario.Action{Do: "pause", Client: "0", For: scenario.TTLs(0.1)}}},
+	}
+	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Vacuous != "" || !res.Matched || res.Waited < 700*time.Millisecond {
+		t.Fatalf("outcome %s, vacuous %q, waited %v: the pause must come after the third attempt, past the told limit", res.Outcome, res.Vacuous, res.Waited)
+	}
+}

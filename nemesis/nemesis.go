@@ -111,8 +111,9 @@ type Hold struct {
 	// whose clients never make the traffic then goes on, and reads
 	// vacuous.
 	Max time.Duration
-	// Moved, when set, is told how far the wait moved the steps, once
-	// they are moved (the run's time limit moves with them).
+	// Moved, when set, is told how far the wait has moved the steps so
+	// far, as it goes and when it ends (the run's time limit moves with
+	// them, so it does not end the run while the step waits).
 	Moved func(time.Duration)
 	// Later, when set, says how much later than planned every step not
 	// yet taken comes for holds elsewhere (a trap's, Gate.Hold); it only
@@ -188,6 +189,9 @@ func (h Hold) wait(ctx context.Context) (held time.Duration, ok bool) {
 		case <-ctx.Done():
 			return time.Since(due), false
 		case <-tick.C:
+		}
+		if h.Moved != nil {
+			h.Moved(time.Since(due))
 		}
 	}
 	held = time.Since(due)

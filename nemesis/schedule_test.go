@@ -221,8 +221,8 @@ func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
 	}{
 		{name: "ready later", readyAfter: 300 * time.Millisecond, max: 5 * time.Second, first: 300 * time.Millisecond, most: 2 * time.Second, moved: true},
 		{name: "never ready", max: 200 * time.Millisecond, first: 250 * time.Millisecond, most: 2 * time.Second, moved: true},
-		{name: "ready at once", readyAfter: time.Nanosecond, max: 5 * time.Second, first: 50 * time.Millisecond, most: 250 * time.Millisecond},
-		{name: "arming, never ready", max: 5 * time.Second, first: 50 * time.Millisecond, most: 250 * time.Millisecond, arms: true},
+		{name: "ready at once", readyAfter: time.Nanosecond, max: 5 * time.Second, first: 50 * time.Millisecond, most: 2 * time.Second},
+		{name: "arming, never ready", max: 5 * time.Second, first: 50 * time.Millisecond, most: 2 * time.Second, arms: true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var mu sync.Mutex
@@ -248,7 +248,9 @@ func TestHeldScheduleMovesEveryStepByItsWait(t *testing.T) {
 			if len(at) != 2 || at[0] < c.first || at[0] > c.most {
 				t.Fatalf("steps at %v: the first must come between %v and %v", at, c.first, c.most)
 			}
-			if gap := at[1] - at[0]; gap < 90*time.Millisecond {
+			// Unmoved, the second would come at once after a held first;
+			// a first step run late shortens the gap, so the bound is loose.
+			if gap := at[1] - at[0]; gap < 40*time.Millisecond {
 				t.Fatalf("steps at %v: the second must keep its 100 ms after the first", at)
 			}
 			if (moved > 0) != c.moved {

@@ -145,8 +145,9 @@ func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 // the traffic the story needs before its fault. A trap that fits before
 // then is suspended for wait, every trap with it, and fits again at its
 // first chance after; moved is told each suspension as it starts (the
-// run moves its later steps and its time limit as far), until they add
-// up to max, after which traps spring as armed.
+// run moves its later steps and its time limit as far). A suspension that
+// would take them past max is not begun: traps then spring as armed.
+// Hold(nil, ...) ends the hold (the run's clients are done).
 //
 // Not springing at the first chance after ready is the point: that
 // chance is mostly the next step of the client whose answer made the
@@ -170,7 +171,7 @@ func (g *Gate) readyLocked() bool {
 	if now.Before(h.until) {
 		return false
 	}
-	if h.seen = h.ready() || h.total >= h.max; h.seen {
+	if h.seen = h.ready() || h.total+h.wait > h.max; h.seen {
 		return true
 	}
 	h.until, h.total = now.Add(h.wait), h.total+h.wait
