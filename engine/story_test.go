@@ -77,64 +77,26 @@ func TestAUserLocksOwnPointCanBeTrapped(t *testing.T) {
 	}
 }
 
-// Clients too slow for the traffic a story needs before its fault (here
-// they think 0.4 TTL between attempts, and the fault is at 0.05 TTL), as
-// on a loaded machine, make the fault wait for their third attempt
-// instead of leaving the run vacuous; the time limit moves with it. The
-// clients start cycles about every 400 ms, so the one near 2.4 s falls
-// after the told limit (2.2 s) and inside the moved one.
-func TestTheFaultWaitsForTheTrafficBeforeIt(t *testing.T) {
-	story := &scenario.Scenario{Name: "test-held-fault", Story: "a client paused once the others have made three attempts",
-		TTL: time.Second, Clients: 2, TimeLimitTTLs: 2.2,
+// slowClients runs a story for set-nx-px whose two clients think between
+// attempts, whose fault (step) is a pause, and which needs 3 attempts
+// answered before it (and `after` after it). The run must tell its story,
+// its fault after the third attempt, having waited at least `least`.
+func slowClients(t *testing.T, think time.Duration, limitTTLs float64, after int, step scenario.Step, least time.Duration) *Result {
+	t.Helper()
+	story := &scenario.Scenario{Name: "test-slow-clients", Story: "a client paused once the clients have made three attempts",
+		TTL: time.Second, Clients: 2, TimeLimitTTLs: limitTTLs, MinTimeLimitTTLs: limitTTLs,
 		Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Safe, Why: "test"}},
 		Requires: []fault.Evidence{{Op: fault.Pause}},
-		Traffic:  verdict.Traffic{Before: 3, After: 1},
-		Workload: workloads.Shape{Think: workloads.FixedDist(400 * time.Millisecond)},
-		Plan:     scenario.Plan{{At: scenario.TTLs(0.05), Action: scenario.Action{Do: "pause", Client: "0", For: scenario.TTLs(0.1)}}},
+		Traffic:  verdict.Traffic{Before: 3, After: after},
+		Workload: workloads.Shape{Think: workloads.FixedDist(think)},
+		Plan:     scenario.Plan{step},
 	}
 	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Vacuous != "" || !res.Matched || res.Waited <= 0 {
-		t.Fatalf("outcome %s, vacuous %q, waited %v: the pause must wait for the third attempt", res.Outcome, res.Vacuous, res.Waited)
-	}
-	answered, limit := 0, res.Ready+int64(2200*time.Millisecond)
-	moved := false
-	for _, op := range res.Ops {
-		switch {
-		case op.F == history.Acquire && (op.Type == history.OK || op.Type == history.Fail):
-			answered++
-		case op.F == string(fault.Pause) && answered < 3:
-			t.Fatalf("paused at %d ms after %d answered attempts", op.Time/1e6, answered)
-		}
-		moved = moved || op.F == history.Acquire && op.Type == history.Invoke && op.Time > limit
-	}
-	if !moved {
-		t.Fatalf("no client started a cycle after the told time limit, though the schedule waited %v", res.Waited)
-	}
-}
-
-// The same slow clients with the fault a trap: armed before they start, it
-// fits at the first holder's write, after one answered attempt; it is suspended
-// a quarter of a TTL (more while the attempts are still short) and
-// springs at a chance after the third, and the run tells its story.
-func TestATrapThatFitsBeforeTheTrafficIsSuspended(t *testing.T) {
-	story := &scenario.Scenario{Name: "test-suspended-trap", Story: "a holder paused at its write once the clients have made three attempts",
-		TTL: time.Second, Clients: 2, TimeLimitTTLs: 2.2,
-		Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Safe, Why: "test"}},
-		Requires: []fault.Evidence{{Op: fault.Pause}},
-		Traffic:  verdict.Traffic{Before: 3, After: 1},
-		Workload: workloads.Shape{Think: workloads.FixedDist(400 * time.Millisecond)},
-		Plan: scenario.Plan{{At: scenario.TTLs(0), Action: scenario.Action{Do: "arm",
-			Trap: &scenario.Trap{Point: workloads.BeforeWrite, Client: "any", Pause: scenario.TTLs(0.1)}}}},
-	}
-	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Vacuous != "" || !res.Matched || res.Waited < 250*time.Millisecond {
-		t.Fatalf("outcome %s, vacuous %q, waited %v: the trap must be suspended until the third attempt", res.Outcome, res.Vacuous, res.Waited)
+	if res.Vacuous != "" || !res.Matched || res.Waited < least {
+		t.Fatalf("outcome %s, vacuous %q, waited %v: the pause must wait for the third attempt, %v at least", res.Outcome, res.Vacuous, res.Waited, least)
 	}
 	answered := 0
 	for _, op := range res.Ops {
@@ -145,25 +107,43 @@ func TestATrapThatFitsBeforeTheTrafficIsSuspended(t *testing.T) {
 			t.Fatalf("paused at %d ms after %d answered attempts", op.Time/1e6, answered)
 		}
 	}
+	return res
+}
+
+// pause is a plan's step pausing client 0 for 0.1 TTL at ttls.
+func pause(ttls float64) scenario.Step {
+	return scenario.Step{At: scenario.TTLs(ttls), Action: scenario.Action{Do: "pause", Client: "0", For: scenario.TTLs(0.1)}}
+}
+
+// Clients too slow for the traffic a story needs before its fault (here
+// they think 0.4 TTL between attempts, and the fault is at 0.05 TTL), as
+// on a loaded machine, make the fault wait for their third attempt
+// instead of leaving the run vacuous; the time limit moves with it. The
+// clients start cycles about every 400 ms, so the one near 2.4 s falls
+// after the told limit (2.2 s) and inside the moved one.
+func TestTheFaultWaitsForTheTrafficBeforeIt(t *testing.T) {
+	res := slowClients(t, 400*time.Millisecond, 2.2, 1, pause(0.05), time.Nanosecond)
+	limit, moved := res.Ready+int64(2200*time.Millisecond), false
+	for _, op := range res.Ops {
+		moved = moved || op.F == history.Acquire && op.Type == history.Invoke && op.Time > limit
+	}
+	if !moved {
+		t.Fatalf("no client started a cycle after the told time limit, though the schedule waited %v", res.Waited)
+	}
+}
+
+// The same slow clients with the fault a trap: armed before they start, it
+// fits at the first holder's write, after one answered attempt; it is
+// suspended a quarter of a TTL (more while the attempts are still short)
+// and springs at a chance after the third, and the run tells its story.
+func TestATrapThatFitsBeforeTheTrafficIsSuspended(t *testing.T) {
+	slowClients(t, 400*time.Millisecond, 2.2, 1, scenario.Step{At: scenario.TTLs(0), Action: scenario.Action{Do: "arm",
+		Trap: &scenario.Trap{Point: workloads.BeforeWrite, Client: "any", Pause: scenario.TTLs(0.1)}}}, 250*time.Millisecond)
 }
 
 // A step's wait longer than the time limit left moves the limit as it
 // goes: clients that think 1.4 s make their third attempt after the told
 // 1.2 s limit, and the pause planned at 0.5 s still comes, after it.
 func TestAStepsWaitOutlastsTheToldTimeLimit(t *testing.T) {
-	story := &scenario.Scenario{Name: "test-long-wait", Story: "a client paused once the others have made three attempts, later than the time limit",
-		TTL: time.Second, Clients: 2, TimeLimitTTLs: 1.2, MinTimeLimitTTLs: 1.2,
-		Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Safe, Why: "test"}},
-		Requires: []fault.Evidence{{Op: fault.Pause}},
-		Traffic:  verdict.Traffic{Before: 3},
-		Workload: workloads.Shape{Think: workloads.FixedDist(1400 * time.Millisecond)},
-		Plan:     scenario.Plan{{At: scenario.TTLs(0.5), Action: scenario.Action{Do: "pause", Client: "0", For: scenario.TTLs(0.1)}}},
-	}
-	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()}, t.Logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Vacuous != "" || !res.Matched || res.Waited < 700*time.Millisecond {
-		t.Fatalf("outcome %s, vacuous %q, waited %v: the pause must come after the third attempt, past the told limit", res.Outcome, res.Vacuous, res.Waited)
-	}
+	slowClients(t, 1400*time.Millisecond, 1.2, 0, pause(0.5), 700*time.Millisecond)
 }
