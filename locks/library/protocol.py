@@ -87,6 +87,24 @@ def did_what_it_asked(reply):
     return not (isinstance(reply, int) and reply == 0)
 
 
+# When this thread last wrote each command, by its name in upper case, on
+# the machine's clock: a lock that retries its SET until one takes the key
+# leases from the SET that took it, not from the call.
+_sent = threading.local()
+
+
+def forget_sent():
+    """Forgets what this thread has sent: called as a request starts."""
+    _sent.at = {}
+
+
+def sent_ns(command):
+    """When this thread last wrote command (a name in upper case) to a
+    ReportingConnection, on the machine's clock, or 0 if it has not since
+    forget_sent."""
+    return getattr(_sent, "at", {}).get(command, 0)
+
+
 class ReportingConnection(redis.Connection):
     """A redis-py connection whose every command boundary is an event the
     harness answers: before a command leaves and after its reply arrives,
@@ -95,7 +113,13 @@ class ReportingConnection(redis.Connection):
 
     def send_command(self, *args, **kwargs):
         self._seq = next(_seqs)
-        event({"event": "send", "seq": self._seq, "cmds": [[word(a) for a in args]]})
+        cmd = [word(a) for a in args]
+        event({"event": "send", "seq": self._seq, "cmds": [cmd]})
+        if cmd:
+            # After the harness's go: a trap's pause is not the lease's.
+            if not hasattr(_sent, "at"):
+                _sent.at = {}
+            _sent.at[cmd[0].upper()] = time.time_ns()
         super().send_command(*args, **kwargs)
 
     def read_response(self, *args, **kwargs):

@@ -36,7 +36,15 @@ func TestRedislockPromisesTheTTLFromTheTryThatTookTheKey(t *testing.T) {
 		}
 		return l
 	}
-	a, b := open("a"), open("b")
+	promisesFromTheTakingTry(t, open("a"), open("b"))
+}
+
+// promisesFromTheTakingTry has a hold a's key for half a TTL while b's
+// acquire waits, and b's promise end about a TTL after a's release, no
+// later than a TTL after its acquire returned.
+func promisesFromTheTakingTry(t *testing.T, a, b locks.Lock) {
+	t.Helper()
+	ctx := context.Background()
 	held, err := a.Acquire(ctx, "k")
 	is(t, "a's acquire", err, nil)
 	time.AfterFunc(ttl/2, func() { _ = a.Release(ctx, held) })

@@ -42,6 +42,7 @@ class RedisPyWorker(Worker):
     def acquire(self, key):
         lock = self.node.lock(key, timeout=self.ttl, sleep=0.01, blocking_timeout=self.wait)
         start = self.now_ns()
+        forget_sent()
         try:
             got = lock.acquire()
         except redis.RedisError as e:
@@ -51,8 +52,13 @@ class RedisPyWorker(Worker):
         token = word(lock.local.token)
         self.leases[token] = lock
         # redis-py computes no deadline; its users read the timeout they
-        # passed as one. Counted from before the SET was sent, the promise
-        # judged is never longer than the key's life.
+        # passed as one. acquire() sends SET NX PX every `sleep` until one
+        # takes the key, whose life starts there: counted from just before
+        # the last SET was written, the promise judged is never longer than
+        # the key's life, nor shorter by the time spent waiting.
+        sent = sent_ns("SET")
+        if sent:
+            start = sent + self.clock_ns
         return {"lease": {"key": key, "token": token, "valid_until_ns": start + int(self.ttl * 1e9)}}
 
     def release(self, lease):
