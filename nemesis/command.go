@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -99,6 +100,29 @@ type sent struct {
 	// script is an EVAL's script's SHA1, as an EVALSHA of it names it:
 	// how the profile knows the EVAL that loads a script (scriptLoad).
 	script string
+	// apart marks a command a worker's other thread sent meanwhile
+	// (Gate.SendingApart): not the op's own.
+	apart bool
+}
+
+// own is cmds less those sent apart, and where i is among them: the op's
+// own commands, as a trap that names the op counts them.
+func own(cmds []sent, i int) ([]sent, int) {
+	if !slices.ContainsFunc(cmds, func(s sent) bool { return s.apart }) {
+		return cmds, i
+	}
+	var out []sent
+	at := -1
+	for j, s := range cmds {
+		if s.apart {
+			continue
+		}
+		if j == i {
+			at = len(out)
+		}
+		out = append(out, s)
+	}
+	return out, at
 }
 
 func newSent(raw []string) sent {
@@ -168,8 +192,11 @@ func (s sent) matches(spec string) bool {
 // selects reports whether the command at index i of an op's commands (all
 // that were sent so far) is where c springs; op is the op the client is in.
 func (c Command) selects(op string, cmds []sent, i int) bool {
-	if c.In != "" && c.In != op {
-		return false
+	if c.In != "" {
+		if c.In != op || cmds[i].apart {
+			return false
+		}
+		cmds, i = own(cmds, i)
 	}
 	s := cmds[i]
 	if !s.matches(c.Match) {

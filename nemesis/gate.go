@@ -191,9 +191,11 @@ func (g *Gate) End(client, process int) (crashed bool) {
 		if c.learnt == nil || c.learntBy != process {
 			c.learnt, c.learntBy = map[string]bool{}, process
 		}
+		ours, apart := splitApart(c.op.cmds)
 		if c.learnt[c.op.f] {
-			g.profile.note(c.op.f, c.op.cmds)
+			g.profile.note(c.op.f, ours)
 		}
+		g.profile.note(Renewal, apart)
 		c.learnt[c.op.f] = true
 		c.op.f, c.op.cmds = "", nil
 		if c.op.cancel != nil {
@@ -234,4 +236,17 @@ func (g *Gate) cancelOp(client, process int, target string, site *history.Site) 
 		cancel(errGaveUp)
 		return nil
 	})
+}
+
+// splitApart parts an op's commands into its own and those another thread of
+// its worker sent meanwhile (a heartbeat's: renewals).
+func splitApart(cmds []sent) (ours, apart []sent) {
+	for _, c := range cmds {
+		if c.apart {
+			apart = append(apart, c)
+		} else {
+			ours = append(ours, c)
+		}
+	}
+	return ours, apart
 }

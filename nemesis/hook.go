@@ -161,6 +161,20 @@ func crashed(cmds []redis.Cmder) error {
 // goroutine), which no trap selects. The hook calls it for connections in
 // this process; a worker reports its commands through the harness.
 func (g *Gate) Sending(client, process int, cmds [][]string) []int {
+	return g.sending(client, process, cmds, false)
+}
+
+// SendingApart is Sending for commands a worker's thread other than the
+// one serving the client's op sent (a library's heartbeat): they are not
+// the op's, so a trap that names an op neither selects nor counts them,
+// and only one that names none (a renewal's) can spring on them. Go
+// locks cannot tell their own goroutines apart this way: every command
+// of theirs is the op's.
+func (g *Gate) SendingApart(client, process int, cmds [][]string) []int {
+	return g.sending(client, process, cmds, true)
+}
+
+func (g *Gate) sending(client, process int, cmds [][]string, apart bool) []int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	c := g.clientLocked(client)
@@ -173,7 +187,9 @@ func (g *Gate) Sending(client, process int, cmds [][]string) []int {
 		at[i] = -1
 		if s.process == process {
 			at[i] = len(s.cmds)
-			s.cmds = append(s.cmds, newSent(c))
+			c := newSent(c)
+			c.apart = apart
+			s.cmds = append(s.cmds, c)
 		}
 	}
 	return at

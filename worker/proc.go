@@ -300,7 +300,11 @@ func (p *Proc) event(r Reply) {
 	if g != nil {
 		switch r.Event {
 		case EventSend:
-			at := g.Sending(client, process, r.Cmds)
+			sending := g.Sending
+			if r.Apart {
+				sending = g.SendingApart
+			}
+			at := sending(client, process, r.Cmds)
 			p.mu.Lock()
 			p.places[r.Seq] = at
 			p.mu.Unlock()

@@ -152,8 +152,12 @@ type Reply struct {
 
 	Event string `json:"event,omitempty"`
 	// Seq numbers the event; a reply event has its send event's number.
-	Seq   int64      `json:"seq,omitempty"`
-	Cmds  [][]string `json:"cmds,omitempty"`
-	OK    []bool     `json:"ok,omitempty"`
-	Point string     `json:"point,omitempty"`
+	Seq  int64      `json:"seq,omitempty"`
+	Cmds [][]string `json:"cmds,omitempty"`
+	// Apart marks a send event from a thread of the worker's other than
+	// the one serving the current request (a library's heartbeat): its
+	// commands are not the op's (nemesis.Gate.SendingApart).
+	Apart bool   `json:"apart,omitempty"`
+	OK    []bool `json:"ok,omitempty"`
+	Point string `json:"point,omitempty"`
 }

@@ -48,6 +48,23 @@ def event(obj):
     ready.wait()
 
 
+# The threads serving the current request: the request thread, and any a
+# worker runs a library call on for it (serving()). A command another
+# thread sends (a library's heartbeat) is reported apart: not the op's.
+_serving = set()
+
+
+class serving:
+    """Marks the current thread as serving the request while in the block:
+    `with serving(): fn()` on a thread a worker runs a library call on."""
+
+    def __enter__(self):
+        _serving.add(threading.get_ident())
+
+    def __exit__(self, *exc):
+        _serving.discard(threading.get_ident())
+
+
 def _go(seq):
     with _waits_mu:
         ready = _waits.pop(seq, None)
@@ -114,7 +131,10 @@ class ReportingConnection(redis.Connection):
     def send_command(self, *args, **kwargs):
         self._seq = next(_seqs)
         cmd = [word(a) for a in args]
-        event({"event": "send", "seq": self._seq, "cmds": [cmd]})
+        e = {"event": "send", "seq": self._seq, "cmds": [cmd]}
+        if threading.get_ident() not in _serving:
+            e["apart"] = True
+        event(e)
         if cmd:
             # After the harness's go: a trap's pause is not the lease's.
             if not hasattr(_sent, "at"):
@@ -209,6 +229,7 @@ def serve(worker, name):
     requests = queue.Queue()
 
     def run():
+        _serving.add(threading.get_ident())
         try:
             while True:
                 req = requests.get()

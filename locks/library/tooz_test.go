@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
+	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/worker"
 )
 
@@ -299,4 +301,43 @@ func toozWorker(t *testing.T, info locks.Info, node, store *cluster.Node, owner 
 	hello := worker.Hello{Lock: info.Name, Nodes: []string{l.Addr()}, Store: store.Addr(), TTLNS: int64(ttl),
 		WaitNS: int64(ttl / 3), Owner: owner, StoreTimeoutNS: int64(time.Second)}
 	return startWorker(t, hello, worker.Options{})
+}
+
+// tooz's heart renews from a thread of its own, and the worker reports
+// what it sends apart: a trap that names an op is not sprung by the heart
+// (here on its PSETEX of the member's beat key while the op waits in a
+// blocked acquire). Counted as the op's, a beat sent during a release took
+// a release's trap in a make run, and the release's own command went
+// through untrapped.
+func TestToozHeartsCommandsAreNotTheOps(t *testing.T) {
+	if err := exec.Command("/usr/bin/python3", "-c", "import tooz.drivers.redis").Run(); err != nil {
+		t.Skipf("python3-tooz not installed (apt-get install python3-tooz): %v", err)
+	}
+	ctx := context.Background()
+	c, err := cluster.Start(ctx, cluster.Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	store, err := c.AddNode(ctx, cluster.NodeOptions{Name: "store"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hello := worker.Hello{Lock: "tooz-redis", Nodes: []string{c.Nodes()[0].Addr()}, Store: store.Addr(), TTLNS: int64(ttl),
+		WaitNS: int64(2 * ttl), Owner: "a", StoreTimeoutNS: int64(time.Second)}
+	a := startWorker(t, hello, worker.Options{})
+	g := nemesis.NewGate(history.NewRecorder(nil, 0))
+	hello.Owner = "b"
+	b := startWorker(t, hello, worker.Options{Gate: g, Client: 1, Process: 1})
+	if _, err := a.Acquire(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	g.Arm(nemesis.Trap{Client: nemesis.AnyClient, Command: &nemesis.Command{In: history.Acquire, Match: "PSETEX"}, Crash: true})
+	g.Begin(ctx, 1, 1, history.Acquire)
+	_, err = b.Acquire(ctx, "k")
+	g.End(1, 1)
+	is(t, "b's acquire, waiting 2 TTLs (4 beats of its heart) for a's key", err, locks.ErrNotAcquired)
+	if beats := g.Profile()[nemesis.Renewal]; beats == nil {
+		t.Fatal("b's heart sent nothing while b waited: the test saw no beat to leave alone")
+	}
 }

@@ -245,7 +245,8 @@ class ToozWorker(Worker):
 
         def run():
             try:
-                box["ok"] = fn()
+                with serving():
+                    box["ok"] = fn()
             except BaseException as e:
                 box["err"] = e
             finally:
