@@ -78,6 +78,23 @@ func start(t *testing.T, name string) *handles {
 	return h
 }
 
+// redisAndStore starts a Redis node for the lock and one for the store,
+// stopped when the test ends.
+func redisAndStore(t *testing.T) (node, store *cluster.Node) {
+	t.Helper()
+	ctx := context.Background()
+	cl, err := cluster.Start(ctx, cluster.Options{}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	store, err = cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl.Nodes()[0], store
+}
+
 // startWorker starts one client of hello.Lock as its worker process, with
 // o's other options (a gate, a clock), and closes it when the test ends.
 func startWorker(t *testing.T, hello worker.Hello, o worker.Options) *worker.Proc {

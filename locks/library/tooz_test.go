@@ -314,16 +314,8 @@ func TestToozHeartsCommandsAreNotTheOps(t *testing.T) {
 		t.Skipf("python3-tooz not installed (apt-get install python3-tooz): %v", err)
 	}
 	ctx := context.Background()
-	c, err := cluster.Start(ctx, cluster.Options{}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	store, err := c.AddNode(ctx, cluster.NodeOptions{Name: "store"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hello := worker.Hello{Lock: "tooz-redis", Nodes: []string{c.Nodes()[0].Addr()}, Store: store.Addr(), TTLNS: int64(ttl),
+	node, store := redisAndStore(t)
+	hello := worker.Hello{Lock: "tooz-redis", Nodes: []string{node.Addr()}, Store: store.Addr(), TTLNS: int64(ttl),
 		WaitNS: int64(2 * ttl), Owner: "a", StoreTimeoutNS: int64(time.Second)}
 	a := startWorker(t, hello, worker.Options{})
 	g := nemesis.NewGate(history.NewRecorder(nil, 0))
@@ -334,7 +326,7 @@ func TestToozHeartsCommandsAreNotTheOps(t *testing.T) {
 	}
 	g.Arm(nemesis.Trap{Client: nemesis.AnyClient, Command: &nemesis.Command{In: history.Acquire, Match: "PSETEX"}, Crash: true})
 	g.Begin(ctx, 1, 1, history.Acquire)
-	_, err = b.Acquire(ctx, "k")
+	_, err := b.Acquire(ctx, "k")
 	g.End(1, 1)
 	is(t, "b's acquire, waiting 2 TTLs (4 beats of its heart) for a's key", err, locks.ErrNotAcquired)
 	if beats := g.Profile()[nemesis.Renewal]; beats == nil {

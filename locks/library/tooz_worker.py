@@ -382,7 +382,8 @@ class RedisCoordinator:
     self.heart.start()"). Nothing of tooz's or redis-py's code changes; the
     client is reached through the driver's private _client, the only way
     to it. The heart's commands (PSETEX of the member's beat key, the
-    lock's PEXPIRE script) report too, as a Go watchdog's do."""
+    lock's PEXPIRE script) report too, from the heart's thread, so apart
+    from the op under way: a renewal's trap can take them, not an op's."""
 
     @staticmethod
     def start(url, member):
