@@ -121,6 +121,10 @@ type Recorder struct {
 	forget bool
 	// attempts counts acquires answered, ok or fail (Attempts).
 	attempts int
+	// writes counts writes answered ok, and lastWrite is when the latest
+	// was (Writes).
+	writes    int
+	lastWrite int64
 	// deadlines is, by process, the deadline of the acquire by which it
 	// holds a key now (Deadline).
 	deadlines map[int]int64
@@ -191,6 +195,9 @@ func (r *Recorder) Add(op Op) Op {
 		r.deadlines[op.Process] = 0
 	case op.F == Acquire && op.Type == Fail:
 		r.attempts++
+	case op.F == Write && op.Type == OK:
+		r.writes++
+		r.lastWrite = op.Time
 	case op.F == Acquire && op.Type == OK:
 		r.attempts++
 		r.deadlines[op.Process] = 0
@@ -244,6 +251,15 @@ func (r *Recorder) Attempts() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.attempts
+}
+
+// Writes is how many writes of the protected register were answered ok so
+// far, and when the latest was: a pause that must outlast another
+// client's write reads it.
+func (r *Recorder) Writes() (n int, last int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.writes, r.lastWrite
 }
 
 // Deadline is the lease deadline of the acquire by which process holds a

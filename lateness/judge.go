@@ -112,7 +112,9 @@ func Faults(ops []history.Op, from, end int64) []Sample {
 			paused[place] = op
 		case fault.Resume:
 			if p, ok := paused[place]; ok && p.Time >= from {
-				out = append(out, Sample{At: p.Time, Kind: Pause, Late: max(0, op.Time-p.Time-p.Value.Duration),
+				// A resume's Duration is how much longer than told the
+				// pause was meant to last (nemesis.Trap.Outlast).
+				out = append(out, Sample{At: p.Time, Kind: Pause, Late: max(0, op.Time-p.Time-p.Value.Duration-op.Value.Duration),
 					What: p.F + " of " + op.Value.Target})
 			}
 			delete(paused, place)

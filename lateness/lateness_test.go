@@ -66,6 +66,10 @@ func TestFaultsReadRestartsSavesAndPausesFromTheHistory(t *testing.T) {
 		// save-mend still running left its story untold.
 		invoke(nem(1000*ms, string(fault.SaveFail), "n5", 0)), nem(1060*ms, string(fault.SaveFail), "n5", 0),
 		invoke(nem(1600*ms, string(fault.SaveMend), "n5", 0)),
+		// A pause told to go on 250 ms past its 100 ms until another
+		// client wrote (nemesis.Trap.Outlast) is late by what is left.
+		nem(1700*ms, string(fault.Pause), "process 5 at before-write", 100*time.Millisecond),
+		nem(2100*ms, string(fault.Resume), "process 5 at before-write", 250*time.Millisecond),
 	}
 	got := Faults(ops, 50*ms, 2900*ms)
 	want := []Sample{
@@ -76,6 +80,7 @@ func TestFaultsReadRestartsSavesAndPausesFromTheHistory(t *testing.T) {
 		{At: 820 * ms, Kind: Pause, Late: 10 * ms, What: "stall of process 2"},
 		{At: 800 * ms, Kind: Pause, Late: 50 * ms, What: "stall of process 1"},
 		{At: 1000 * ms, Kind: Fault, Late: 60 * ms, What: "save-fail of n5"},
+		{At: 1700 * ms, Kind: Pause, Late: 50 * ms, What: "pause of process 5 at before-write"},
 		{At: 1600 * ms, Kind: Fault, Late: 1300 * ms, What: "save-mend of n5"},
 	}
 	if len(got) != len(want) {

@@ -54,6 +54,9 @@ type trapHold struct {
 type client struct {
 	// pauseUntil is when its pause ends (PauseClient, a trap's pause).
 	pauseUntil time.Time
+	// held keeps it paused past pauseUntil while a trap's pause outlasts
+	// (Trap.Outlast).
+	held bool
 	// op is its current lock op, nil before its first.
 	op *currentOp
 	// atAcquire runs in its next Begin of an acquire (WhenAcquiring).
@@ -250,3 +253,20 @@ func splitApart(cmds []sent) (ours, apart []sent) {
 	}
 	return ours, apart
 }
+
+// paused reports whether c is paused now.
+func (c *client) paused() bool { return c.held || time.Now().Before(c.pauseUntil) }
+
+// restOf is how long c's pause lasts at least from now: a held pause is
+// looked at again after thawTick.
+func (c *client) restOf() time.Duration {
+	rest := time.Until(c.pauseUntil)
+	if c.held {
+		return max(rest, thawTick)
+	}
+	return rest
+}
+
+// thawTick is how often a held pause is looked at: how late after its
+// hold ends a client goes on.
+const thawTick = 5 * time.Millisecond

@@ -30,14 +30,26 @@ func (g *Gate) freeze(client int, d time.Duration) {
 	if c, until := g.clientLocked(client), time.Now().Add(d); until.After(c.pauseUntil) {
 		c.pauseUntil = until
 	}
+	for _, p := range g.procs {
+		if p.client == client {
+			g.stopLocked(p)
+		}
+	}
+	g.mu.Unlock()
+	g.extendConns(client, d)
+}
+
+// extendConns pushes back by d the deadlines of client's reads and writes
+// already inside a socket: a frozen process's pending read does not time
+// out (the others wait at their next Read or Write).
+func (g *Gate) extendConns(client int, d time.Duration) {
+	g.mu.Lock()
 	var mine []*frozenConn
 	for _, p := range g.procs {
-		if p.client != client {
-			continue
-		}
-		g.stopLocked(p)
-		for c := range p.conns {
-			mine = append(mine, c)
+		if p.client == client {
+			for c := range p.conns {
+				mine = append(mine, c)
+			}
 		}
 	}
 	g.mu.Unlock()
@@ -51,7 +63,7 @@ func (g *Gate) waitThaw(ctx context.Context, client int) time.Duration {
 	start := time.Now()
 	for {
 		g.mu.Lock()
-		rest := time.Until(g.clientLocked(client).pauseUntil)
+		rest := g.clientLocked(client).restOf()
 		g.mu.Unlock()
 		if rest <= 0 || !sleep(ctx, rest) {
 			return time.Since(start)
@@ -78,6 +90,43 @@ func (g *Gate) pauseFor(t Trap, process int, target string, site *history.Site) 
 			target, max(0, left).Round(time.Millisecond), t.InLease, t.MinPause), Duration: int64(t.MinPause - pause), Site: site}, nil)
 	}
 	return pause
+}
+
+// holdPast keeps client paused past its pause's end, or lets it go on at that
+// end again (Trap.Outlast).
+func (g *Gate) holdPast(client int, on bool) {
+	g.mu.Lock()
+	g.clientLocked(client).held = on
+	g.mu.Unlock()
+}
+
+// outlast waits out a pause of process that began now, and, under
+// Trap.Outlast, goes on past it while no write has been answered since
+// written, up to Outlast and within the lease as pauseFor keeps the pause.
+// The caller holds the client meanwhile. It returns how much longer than
+// pause the pause was meant to last: to the write, or to the limit; what
+// it lasted beyond that is the machine's lateness, which the lateness
+// meter reads.
+func (g *Gate) outlast(ctx context.Context, t Trap, process int, pause time.Duration, written int) time.Duration {
+	end := g.rec.Now() + int64(pause)
+	if !sleep(ctx, pause) || t.Outlast <= 0 {
+		return 0
+	}
+	limit := end + int64(t.Outlast)
+	if deadline := g.rec.Deadline(process); t.InLease > 0 && deadline != 0 {
+		limit = min(limit, deadline-int64(t.InLease))
+	}
+	for {
+		n, last := g.rec.Writes()
+		switch {
+		case n != written:
+			return time.Duration(min(max(0, last-end), max(0, limit-end)))
+		case g.rec.Now() >= limit:
+			return time.Duration(max(0, limit-end))
+		case !sleep(ctx, thawTick):
+			return time.Duration(max(0, g.rec.Now()-end))
+		}
+	}
 }
 
 // sleep waits d, or until ctx ends; it reports whether d passed.

@@ -22,7 +22,7 @@ func (g *Gate) Attach(client, process int, p *os.Process) {
 	defer g.mu.Unlock()
 	pr := g.procLocked(client, process)
 	pr.os = &osProcess{p: p}
-	if time.Now().Before(g.clientLocked(client).pauseUntil) {
+	if g.clientLocked(client).paused() {
 		g.stopLocked(pr)
 	}
 }
@@ -53,14 +53,14 @@ func (g *Gate) stopLocked(p *proc) {
 	cont = func() {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		if rest := time.Until(g.clientLocked(client).pauseUntil); rest > 0 {
+		if rest := g.clientLocked(client).restOf(); rest > 0 {
 			time.AfterFunc(rest, cont)
 			return
 		}
 		op.stopped = false
 		_ = op.p.Signal(syscall.SIGCONT)
 	}
-	time.AfterFunc(time.Until(g.clientLocked(client).pauseUntil), cont)
+	time.AfterFunc(g.clientLocked(client).restOf(), cont)
 }
 
 // Workers is the pids of the OS processes attached now (the clients'

@@ -35,6 +35,14 @@ type Trap struct {
 	// that order on a machine where a restart is slow. Pause is then the
 	// longest the pause lasts.
 	InLease time.Duration
+	// Outlast, when set, lets the pause go on past Pause, up to Outlast
+	// more, until a write has been answered since the trap sprang (the
+	// caught client is paused: another's), and no further into the lease
+	// than InLease lets Pause: a story whose holder must wake after a
+	// successor wrote keeps that order where the others come back slowly
+	// (new worker processes on a loaded machine). Where a write comes in
+	// time, the pause is Pause.
+	Outlast time.Duration
 	// MinPause is the shortest pause the story can be told with: a pause
 	// that InLease cuts below it is recorded as a starved run
 	// (fault.Starved), whose verdict is not evidence.
@@ -104,6 +112,9 @@ func (t Trap) String() string {
 		what = "cancel the op of"
 	case t.Stall:
 		what = fmt.Sprintf("stall %s", t.Pause)
+	}
+	if t.Outlast > 0 {
+		what += fmt.Sprintf(" (up to %s more until another client has written)", t.Outlast)
 	}
 	if t.InLease > 0 {
 		what += fmt.Sprintf(" (at most to %s before its lease ends)", t.InLease)
@@ -187,6 +198,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	target := fmt.Sprintf("process %d at %s", process, where)
 	site := &at
 	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
+	written, _ := g.rec.Writes()
 	if t.Then != nil {
 		g.Fail(ctx, t.Then(ctx, client, process))
 	}
@@ -203,11 +215,19 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		if t.Stall {
 			f = fault.Stall
 		} else {
+			g.holdPast(client, t.Outlast > 0)
 			g.freeze(client, pause)
+			// A pending read's deadline goes on by as long as the pause
+			// may: a held one outlasts pause by up to Outlast.
+			if t.Outlast > 0 {
+				g.extendConns(client, t.Outlast)
+			}
 		}
 		_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(pause), Site: site}, nil)
-		sleep(ctx, pause)
-		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Site: site}, nil)
+		more := g.outlast(ctx, t, process, pause, written)
+		g.holdPast(client, false)
+		// A pause that went on says by how much, on its resume.
+		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Duration: int64(more), Site: site}, nil)
 	}
 	if t.After != nil {
 		g.Fail(ctx, t.After(ctx, client, process))

@@ -352,7 +352,7 @@ func checkTrap(path string, t Trap, params map[string]bool, inTrap bool) error {
 	for _, n := range []struct {
 		field string
 		v     Num
-	}{{"pause", t.Pause}, {"in_lease", t.InLease}, {"min_pause", t.MinPause}} {
+	}{{"pause", t.Pause}, {"in_lease", t.InLease}, {"min_pause", t.MinPause}, {"outlast", t.Outlast}} {
 		if err := checkNum(path+"."+n.field, n.v, params, false); err != nil {
 			return err
 		}

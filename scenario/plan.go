@@ -88,10 +88,11 @@ type Trap struct {
 	// Client is whom the trap waits for: "any", an index, or, for a trap
 	// armed inside another's then or wake, "caught" or "other".
 	Client string `json:"client"`
-	// Pause, InLease and MinPause are nemesis.Trap's, in TTLs.
+	// Pause, InLease, MinPause and Outlast are nemesis.Trap's, in TTLs.
 	Pause    Num  `json:"pause,omitzero"`
 	InLease  Num  `json:"in_lease,omitzero"`
 	MinPause Num  `json:"min_pause,omitzero"`
+	Outlast  Num  `json:"outlast,omitzero"`
 	Stall    bool `json:"stall,omitempty"`
 	Crash    bool `json:"crash,omitempty"`
 	Cancel   bool `json:"cancel,omitempty"`
@@ -347,7 +348,7 @@ func (c *compiler) trap(path string, t *Trap) (func(caught int) (nemesis.Trap, e
 	e := c.e
 	set := func(client int) nemesis.Trap {
 		out := nemesis.Trap{Point: t.Point, Client: client, Pause: t.Pause.in(e), InLease: t.InLease.in(e), MinPause: t.MinPause.in(e),
-			Stall: t.Stall, Crash: t.Crash, Cancel: t.Cancel, ThenName: thenName + wakeName}
+			Outlast: t.Outlast.in(e), Stall: t.Stall, Crash: t.Crash, Cancel: t.Cancel, ThenName: thenName + wakeName}
 		if t.Command != nil {
 			cmd := *t.Command
 			out.Command = &cmd

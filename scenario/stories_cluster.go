@@ -61,7 +61,7 @@ func clusterFailoverStory() Scenario {
 		// crosses the cluster client, and replies late by tens of ms, well
 		// inside a 3 s lease's lateness limits, stretch a cycle to a tenth
 		// of a TTL; the story needs three attempts before the kill.
-		Plan: Plan{cutReplication("slot-master", "slot-replica"), failedOver(0.3, "slot-master", "slot-replica")},
+		Plan: Plan{cutReplication("slot-master", "slot-replica"), failedOver(0.3, 0, "slot-master", "slot-replica")},
 	}
 }
 

@@ -62,7 +62,7 @@ func sentinelFailoverStory() Scenario {
 			// 4 s, before they vote again (once in 110 runs): such a
 			// failover leaves the holder too little of its lease, and the
 			// run is starved.
-			failedOver(0.1, "primary", "replica"),
+			failedOver(0.1, 1, "primary", "replica"),
 		},
 	}
 }
