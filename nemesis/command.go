@@ -105,24 +105,38 @@ type sent struct {
 	apart bool
 }
 
-// own is cmds less those sent apart, and where i is among them: the op's
-// own commands, as a trap that names the op counts them.
-func own(cmds []sent, i int) ([]sent, int) {
+// splitApart parts an op's commands into its own and those another thread
+// of its worker sent meanwhile (a heartbeat's: renewals). With none sent
+// apart, as with every Go lock, ours is cmds itself: this runs at every
+// op's end and every trap's look at a command.
+func splitApart(cmds []sent) (ours, apart []sent) {
 	if !slices.ContainsFunc(cmds, func(s sent) bool { return s.apart }) {
+		return cmds, nil
+	}
+	for _, c := range cmds {
+		if c.apart {
+			apart = append(apart, c)
+		} else {
+			ours = append(ours, c)
+		}
+	}
+	return ours, apart
+}
+
+// own is the op's own commands (splitApart) and where cmds[i], one of
+// them, is among them: as a trap that names the op counts them.
+func own(cmds []sent, i int) ([]sent, int) {
+	ours, apart := splitApart(cmds)
+	if apart == nil {
 		return cmds, i
 	}
-	var out []sent
-	at := -1
-	for j, s := range cmds {
+	before := 0
+	for _, s := range cmds[:i] {
 		if s.apart {
-			continue
+			before++
 		}
-		if j == i {
-			at = len(out)
-		}
-		out = append(out, s)
 	}
-	return out, at
+	return ours, i - before
 }
 
 func newSent(raw []string) sent {

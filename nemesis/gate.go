@@ -241,19 +241,6 @@ func (g *Gate) cancelOp(client, process int, target string, site *history.Site) 
 	})
 }
 
-// splitApart parts an op's commands into its own and those another thread of
-// its worker sent meanwhile (a heartbeat's: renewals).
-func splitApart(cmds []sent) (ours, apart []sent) {
-	for _, c := range cmds {
-		if c.apart {
-			apart = append(apart, c)
-		} else {
-			ours = append(ours, c)
-		}
-	}
-	return ours, apart
-}
-
 // paused reports whether c is paused now.
 func (c *client) paused() bool { return c.held || time.Now().Before(c.pauseUntil) }
 

@@ -210,22 +210,28 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		g.cancelOp(client, process, target, site)
 	}
 	pause := g.pauseFor(t, process, target, site)
+	// A stall holds only the goroutine at the place, which outlast
+	// keeps; a pause holds the whole client past its end meanwhile.
+	held := !t.Stall && t.Outlast > 0
 	if pause > 0 {
 		f := fault.Pause
-		if t.Stall {
+		switch {
+		case t.Stall:
 			f = fault.Stall
-		} else {
-			g.holdPast(client, t.Outlast > 0)
+		case held:
+			g.holdPast(client, true)
 			g.freeze(client, pause)
 			// A pending read's deadline goes on by as long as the pause
 			// may: a held one outlasts pause by up to Outlast.
-			if t.Outlast > 0 {
-				g.extendConns(client, t.Outlast)
-			}
+			g.extendConns(client, t.Outlast)
+		default:
+			g.freeze(client, pause)
 		}
 		_ = record(g.rec, f, &history.Value{Target: target, Duration: int64(pause), Site: site}, nil)
 		more := g.outlast(ctx, t, process, pause, written)
-		g.holdPast(client, false)
+		if held {
+			g.holdPast(client, false)
+		}
 		// A pause that went on says by how much, on its resume.
 		_ = record(g.rec, fault.Resume, &history.Value{Target: target, Duration: int64(more), Site: site}, nil)
 	}

@@ -138,7 +138,7 @@ class ReportingConnection(redis.Connection):
         if cmd:
             # After the harness's go: a trap's pause is not the lease's.
             if not hasattr(_sent, "at"):
-                _sent.at = {}
+                forget_sent()
             _sent.at[cmd[0].upper()] = time.time_ns()
         super().send_command(*args, **kwargs)
 
