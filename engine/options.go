@@ -27,6 +27,11 @@ type Options struct {
 	TTL      time.Duration
 	// TimeLimit is how long clients keep starting new cycles.
 	TimeLimit time.Duration
+	// FullTime keeps the clients working to the time limit. Without it a
+	// story's run ends once its story is over (over.go): every fault it
+	// started has ended, its evidence and traffic are in the history, and
+	// the checkers' allowance has passed since its last fault.
+	FullTime bool
 	// Stream judges the run from its file as a stream instead of holding
 	// its history in memory (verdict.JudgeStream); a run of StreamAfter
 	// or longer always is.

@@ -69,6 +69,12 @@ type Result struct {
 	// them (nemesis.Gate.Hold). The later steps and the time limit moved
 	// as far.
 	Waited time.Duration `json:"waited_ns,omitempty"`
+	// Played is how long the clients worked, from Ready until they were
+	// told to stop: the time limit (moved as far as Waited), or less
+	// where the story was over first and the run ended early
+	// (EndedEarly, Options.FullTime).
+	Played     time.Duration `json:"played_ns,omitempty"`
+	EndedEarly bool          `json:"ended_early,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`
@@ -205,6 +211,19 @@ func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected
 	return c
 }
 
+// Allowance is the longest a correct lock may keep a key from everyone
+// after a fault: a dead client's lease runs out within a TTL, and the next
+// try comes within a retry; a dead fair-lock waiter holds the queue for up
+// to its waiter timeout on top. The liveness and ghost checkers judge by
+// it, and a run ends early only once it has passed (story.go).
+func Allowance(s scenario.Scenario, info locks.Info, ttl time.Duration) time.Duration {
+	allowance := 2*ttl + 250*time.Millisecond
+	if info.Queued {
+		allowance += s.WaiterTimeout(ttl)
+	}
+	return allowance
+}
+
 // Checkers is the set of checkers a (scenario, lock) pair is judged by.
 func Checkers(s scenario.Scenario, info locks.Info, ttl time.Duration) []checker.Checker {
 	sem := checker.Mutex
@@ -214,13 +233,7 @@ func Checkers(s scenario.Scenario, info locks.Info, ttl time.Duration) []checker
 	case info.Reentrant:
 		sem = checker.Reentrant
 	}
-	// A dead client's lease runs out within a TTL, and the next try comes
-	// within a retry; a dead fair-lock waiter holds the queue for up to its
-	// waiter timeout on top.
-	allowance := 2*ttl + 250*time.Millisecond
-	if info.Queued {
-		allowance += s.WaiterTimeout(ttl)
-	}
+	allowance := Allowance(s, info, ttl)
 	cs := []checker.Checker{
 		checker.Intervals{},
 		checker.Linearizable{Semantics: sem, Timeout: time.Minute},

@@ -97,6 +97,10 @@ type runner struct {
 	// stepped is how long the schedule's first step waited, suspended
 	// how long traps were suspended, in ns (hold).
 	stepped, suspended atomic.Int64
+	// ended is when the clients were told to stop (harness ns): the time
+	// limit, or the story over (endWhenOver, which sets early).
+	ended atomic.Int64
+	early bool
 
 	// exits stop what the phases started, in the order they started it.
 	exits []func()
@@ -405,10 +409,21 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	} else {
 		// Sampling ends with the clients' work: their shutdown (closing
 		// connections, workers exiting) is no part of any verdict.
-		limit := time.AfterFunc(r.o.TimeLimit, func() { meter.Stop(); cancelStop() })
+		end := func() {
+			r.ended.CompareAndSwap(0, r.rec.Now())
+			meter.Stop()
+			cancelStop()
+		}
+		limit := time.AfterFunc(r.o.TimeLimit, end)
 		r.onExit(func() { limit.Stop() })
 		hold := r.hold(stop, limit, time.Now())
-		go func() { nemErr <- rest.RunHeld(stop, hold) }()
+		go func() {
+			err := rest.RunHeld(stop, hold)
+			if err == nil && r.endsEarly() {
+				r.endWhenOver(stop, end)
+			}
+			nemErr <- err
+		}()
 		if r.o.Progress != nil {
 			go reportProgress(stop, r.o, r.rec)
 		}
@@ -429,6 +444,9 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	r.res.Lateness = meter.Stop()
 	r.endSessions()
 	nerr = <-nemErr
+	if ended := r.ended.Load(); ended > 0 {
+		r.res.Played, r.res.EndedEarly = time.Duration(ended-r.res.Ready), r.early
+	}
 	r.waited()
 	r.procs.close()
 	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))

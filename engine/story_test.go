@@ -29,6 +29,11 @@ func TestAStoryThatDidNotHappenIsVacuous(t *testing.T) {
 	if res.Outcome != verdict.Vacuous && res.Outcome != verdict.Starved || res.Matched || !strings.Contains(res.Vacuous, "in release") {
 		t.Fatalf("outcome %s (matched %v), vacuous %q; want vacuous naming the pause in release", res.Outcome, res.Matched, res.Vacuous)
 	}
+	// Its trap never sprang, so its story was never over: it ran to its
+	// time limit.
+	if res.EndedEarly || res.Played < 2*time.Second {
+		t.Fatalf("ended early %v after %s: a run whose trap never sprang runs to its time limit", res.EndedEarly, res.Played)
+	}
 }
 
 // pointLock is a user's lock that offers a named point of its own between

@@ -309,3 +309,43 @@ func Place(op history.Op) string {
 	}
 	return string(b)
 }
+
+// Settled says whether every fault in ops has ended (an interval or a span
+// by its End op, a clock's offset by its reset), and when the latest fault
+// op of any shape was recorded (0: none). A run whose faults have settled
+// is over once the checkers' allowance has passed since (engine).
+func Settled(ops []history.Op) (last int64, settled bool) {
+	type key struct {
+		op    Op
+		place string
+	}
+	open := map[key]bool{}
+	for _, op := range ops {
+		if op.Process != history.NemesisProcess || op.Type != history.OK {
+			continue
+		}
+		f := Op(op.F)
+		spec, known := byOp[f]
+		if spec.Shape == Note {
+			continue
+		}
+		last = op.Time
+		k := key{f, Place(op)}
+		switch {
+		case !known || spec.Shape == Instant:
+		case spec.Shape == End:
+			for _, started := range EndedBy(f) {
+				for o := range open {
+					if o.op == started && (o.place == k.place || op.Site().All) {
+						delete(open, o)
+					}
+				}
+			}
+		case spec.Shape == Offset && (op.Value == nil || op.Value.Duration == 0):
+			delete(open, k)
+		default: // an interval, a span, a clock off its time
+			open[k] = true
+		}
+	}
+	return last, len(open) == 0
+}

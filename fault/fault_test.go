@@ -213,3 +213,39 @@ func TestEvidenceSaysWhatItAsks(t *testing.T) {
 		}
 	}
 }
+
+// Settled: a run's faults are over only once each has its end, at its
+// own place or by an end on every place; a clock stays off until put back.
+func TestSettledWaitsForEveryFaultsEnd(t *testing.T) {
+	at := func(ns int64, op Op, site history.Site, d int64) history.Op {
+		return history.Op{Process: history.NemesisProcess, Type: history.OK, F: string(op), Time: ns,
+			Value: &history.Value{Site: &site, Duration: d}}
+	}
+	n1, n2 := history.Site{Node: "n1"}, history.Site{Node: "n2"}
+	client := history.Op{Process: 0, Type: history.OK, F: history.Acquire, Time: 90}
+	for _, c := range []struct {
+		name    string
+		ops     []history.Op
+		last    int64
+		settled bool
+	}{
+		{"none", []history.Op{client}, 0, true},
+		{"a crash is over as it happens", []history.Op{at(5, Crash, history.Site{}, 0), client}, 5, true},
+		{"a partition on", []history.Op{at(5, PartitionStart, n1, 0), client}, 5, false},
+		{"a partition healed", []history.Op{at(5, PartitionStart, n1, 0), at(9, PartitionEnd, n1, 0)}, 9, true},
+		{"healed elsewhere", []history.Op{at(5, PartitionStart, n1, 0), at(9, PartitionEnd, n2, 0)}, 9, false},
+		{"a heal of every link ends delays", []history.Op{at(5, LatencyStart, n1, 0), at(6, LatencyStart, n2, 0),
+			at(9, PartitionEnd, history.Site{All: true}, 0)}, 9, true},
+		{"a pause until its resume", []history.Op{at(5, Pause, n1, 100)}, 5, false},
+		{"a pause resumed", []history.Op{at(5, Pause, n1, 100), at(105, Resume, n1, 0)}, 105, true},
+		{"a clock off", []history.Op{at(5, ClockSkew, n1, 3e9)}, 5, false},
+		{"a clock put back", []history.Op{at(5, ClockSkew, n1, 3e9), at(8, ClockSkew, n1, 0)}, 8, true},
+		{"a bump reset", []history.Op{at(5, ClockBump, n1, 3e9), at(8, ClockReset, n1, 0)}, 8, true},
+		{"a note is no fault", []history.Op{at(5, Crash, n1, 0), at(7, Starved, n1, 0)}, 5, true},
+	} {
+		last, settled := Settled(c.ops)
+		if last != c.last || settled != c.settled {
+			t.Errorf("%s: Settled = %d, %v; want %d, %v", c.name, last, settled, c.last, c.settled)
+		}
+	}
+}

@@ -134,8 +134,9 @@ type Recorder struct {
 	nextPID   int
 	// nemesis is the latest completed nemesis action in words, kept as
 	// ops are added so that Summary, polled while clients run, costs
-	// nothing against them.
-	nemesis string
+	// nothing against them; nemesisAt is when it was recorded.
+	nemesis   string
+	nemesisAt int64
 }
 
 // NewRecorder starts the run clock. Ops are streamed to w (nil: memory only).
@@ -206,6 +207,7 @@ func (r *Recorder) Add(op Op) Op {
 		}
 	}
 	if op.Process == NemesisProcess && op.Type != Invoke {
+		r.nemesisAt = op.Time
 		r.nemesis = op.F
 		if op.Value != nil && op.Value.Target != "" {
 			r.nemesis += " " + op.Value.Target
@@ -242,6 +244,14 @@ func (r *Recorder) Summary() (ops int, nemesis string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n, r.nemesis
+}
+
+// LastNemesis is when the nemesis's latest op was recorded (0: none yet),
+// cheaply: a run that ends once its faults are over looks at it often.
+func (r *Recorder) LastNemesis() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.nemesisAt
 }
 
 // Attempts is how many lock attempts were answered so far, ok or fail:

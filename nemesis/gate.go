@@ -36,6 +36,8 @@ type Gate struct {
 	profile Profile
 	// hold keeps traps until the story's traffic is there (Hold).
 	hold trapHold
+	// springing counts the traps sprung and not yet over (Idle).
+	springing int
 }
 
 // trapHold is the gate's Hold: what it was told, whether ready said yes

@@ -96,6 +96,23 @@ func (g *Gate) Disarm() {
 	g.traps = nil
 }
 
+// Idle says the gate has nothing left to do to the clients: no trap
+// armed, none sprung and still at work, no client paused or waiting for
+// its next acquire (WhenAcquiring). A run may end early only then.
+func (g *Gate) Idle() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.traps) > 0 || g.springing > 0 {
+		return false
+	}
+	for _, c := range g.clients {
+		if c.restOf() > 0 || c.atAcquire != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // ArmStep is a schedule step that arms t at offset at.
 func (g *Gate) ArmStep(at time.Duration, t Trap) Step {
 	return Step{At: at, Name: t.String(), Arms: true,
@@ -198,6 +215,14 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	target := fmt.Sprintf("process %d at %s", process, where)
 	site := &at
 	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
+	g.mu.Lock()
+	g.springing++
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.springing--
+		g.mu.Unlock()
+	}()
 	written, _ := g.rec.Writes()
 	if t.Then != nil {
 		g.Fail(ctx, t.Then(ctx, client, process))

@@ -792,10 +792,10 @@ func TestPairPrintsItsBlockOnlyWhenNotMatchedOrVerbose(t *testing.T) {
 func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
 	s := time.Second
 	plan := []pairPlan{{scenario: "baseline", lock: "a", limit: s, kind: "redis"}, {scenario: "baseline", lock: "b", limit: s, kind: "redis"},
-		{scenario: "fair-order", lock: "fair", alone: true, limit: 3 * s, kind: "zookeeper"}, {scenario: "paused-holder", lock: "a", limit: s, kind: "redis"}}
+		{scenario: "fair-order", lock: "fair", alone: true, limit: 3 * s, kind: "zookeeper"}, {scenario: "paused-holder", lock: "a", limit: 3 * s, kind: "redis"}}
 	use := []seatUse{{seats: 1, held: 2 * s, runs: 1, start: s / 2, story: s, judge: s / 2, reports: s / 10},
 		{seats: 1, held: 3 * s, runs: 2, start: s, story: 2 * s}, {seats: 2, held: 4 * s, runs: 1, start: s / 2, story: 3 * s, judge: s / 2},
-		{seats: 1, held: 1 * s, runs: 1, story: s}}
+		{seats: 1, held: 1 * s, runs: 1, story: s, own: s}} // ended 2 s before its time limit
 	var b bytes.Buffer
 	seatTable(&b, plan, use, 2, 9*time.Second)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
@@ -805,8 +805,11 @@ func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
 		"paused-holder                      1     1       1.0          1.0",
 		"total                              4            10.0         14.0",
 		"14.0 seat-seconds fill 2 seats for at least 7 s; the matrix took 9 s; counted with 1 starved first run(s) that ran again",
-		// Story time: 1+1+1 s on one seat each, 3 s on both: 9 seat-seconds over 2 seats.
-		"the bound no scheduler can beat: the pairs' own story time (their time limits) over the 2 seats, 5 s; the matrix took 2.00 times it",
+		// Story time: 1+1+1 s on one seat each (paused-holder's to its
+		// early end, not its 3 s limit), 3 s on both: 9 seat-seconds over
+		// 2 seats.
+		"the bound no scheduler can beat: the pairs' own story time (their time limits, or to where a run ended once its story was over) over the 2 seats, 5 s; the matrix took 2.00 times it",
+		"1 of 4 pairs ended once their story was over (-full-time keeps them to their time limits): 2.0 seat-seconds of time limits not spent",
 		"where the seat-seconds went, by server kind (reports are written with no seat held: wall seconds):",
 		"KIND         PAIRS SEAT-SECONDS     STORY  START-UP   JUDGING   REPORTS",
 		"zookeeper        1          8.0       6.0       1.0       1.0       0.0",
@@ -814,7 +817,7 @@ func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
 		"total            4         14.0      10.0       2.5       1.5       0.1",
 		"seats idle: 4.0 of the 18.0 seat-seconds the matrix's wall time offered (waiting for an alone story's turn, the tail)",
 	}
-	if len(lines) != 14 || !slices.Equal(lines[2:], want) {
+	if len(lines) != 15 || !slices.Equal(lines[2:], want) {
 		t.Fatalf("seat table:\n%s\nwant rows:\n%s", b.String(), strings.Join(want, "\n"))
 	}
 	// The file a README cites holds the table and every pair's line.

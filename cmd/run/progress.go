@@ -331,6 +331,9 @@ type seatUse struct {
 	held                         time.Duration
 	runs                         int
 	start, story, judge, reports time.Duration
+	// own is the pair's own story time, as its last run told it: its time
+	// limit, or where that run ended early, to its end (the bound's).
+	own time.Duration
 }
 
 // tracker keeps what the matrix has done and prints it: a pair's line
@@ -499,11 +502,18 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 		u.runs++
 		t.waited[p.alone] = append(t.waited[p.alone], max(waited-r.foreseen, 0))
 		if !r.ready.IsZero() {
-			// The wind-up is the judging, with seats held, and the report after.
-			o := overhead{startup: r.ready.Sub(res.Started), windup: now.Sub(r.ready) - p.limit}
+			// The story is the time limit, or less where the run ended once
+			// its story was over; the wind-up is the judging, with seats
+			// held, and the report after.
+			story := p.limit
+			if res.EndedEarly {
+				story = res.Played
+			}
+			u.own = story
+			o := overhead{startup: r.ready.Sub(res.Started), windup: now.Sub(r.ready) - story}
 			u.start += o.startup
-			u.story += p.limit
-			u.judge += freed.Sub(r.ready) - p.limit
+			u.story += story
+			u.judge += freed.Sub(r.ready) - story
 			u.reports += now.Sub(freed)
 			if err == nil {
 				t.seen = append(t.seen, o)

@@ -78,18 +78,39 @@ func seatTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall 
 		fmt.Fprintf(w, "; counted with %d starved first run(s) that ran again", again)
 	}
 	fmt.Fprintln(w)
-	bound := storyBound(plan, roomSeats)
-	fmt.Fprintf(w, "the bound no scheduler can beat: the pairs' own story time (their time limits) over the %d seats, %s; the matrix took %.2f times it\n",
+	bound := storyBound(plan, use, roomSeats)
+	fmt.Fprintf(w, "the bound no scheduler can beat: the pairs' own story time (their time limits, or to where a run ended once its story was over) over the %d seats, %s; the matrix took %.2f times it\n",
 		roomSeats, minSec(bound), wall.Seconds()/max(bound.Seconds(), 1e-9))
+	earlyLine(w, plan, use, roomSeats)
 	kindTable(w, plan, use, roomSeats, wall)
 }
 
-// storyBound is the pairs' own story time, each time limit on the seats
-// its pair takes, over the room's seats: a matrix cannot end sooner.
-func storyBound(plan []pairPlan, roomSeats int) time.Duration {
+// earlyLine says how many pairs' runs ended once their story was over,
+// and the seat-seconds of time limit that saved.
+func earlyLine(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int) {
+	var n int
+	var saved float64
+	for i, p := range plan {
+		if u := use[i]; u.own > 0 && u.own < p.limit {
+			n++
+			saved += float64(p.seats(roomSeats)) * (p.limit - u.own).Seconds()
+		}
+	}
+	fmt.Fprintf(w, "%d of %d pairs ended once their story was over (-full-time keeps them to their time limits): %.1f seat-seconds of time limits not spent\n", n, len(plan), saved)
+}
+
+// storyBound is the pairs' own story time, each on the seats its pair
+// takes, over the room's seats: a matrix cannot end sooner. A pair's own
+// story time is its time limit, or, where its run ended early, the time
+// to that end (its last fault and the checkers' allowance after it).
+func storyBound(plan []pairPlan, use []seatUse, roomSeats int) time.Duration {
 	var seatTime float64
-	for _, p := range plan {
-		seatTime += float64(p.seats(roomSeats)) * p.limit.Seconds()
+	for i, p := range plan {
+		own := p.limit
+		if i < len(use) && use[i].own > 0 {
+			own = use[i].own
+		}
+		seatTime += float64(p.seats(roomSeats)) * own.Seconds()
 	}
 	return time.Duration(seatTime / float64(max(roomSeats, 1)) * float64(time.Second))
 }
