@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/scenario"
@@ -43,5 +44,26 @@ func TestARunEndsOnceItsStoryIsOver(t *testing.T) {
 	}
 	if full := run(true); full.EndedEarly || full.Played < 20*ttl {
 		t.Fatalf("-full-time: ended early %v after %s; want the whole %s", full.EndedEarly, full.Played, 20*ttl)
+	}
+}
+
+// A lock that stops handing its key on is not over, whatever its faults:
+// setnx-expire's key outlives the client that crashed between SETNX and
+// EXPIRE, and the run plays its whole time limit to read deadlock.
+func TestADeadlockedRunPlaysItsWholeTimeLimit(t *testing.T) {
+	const ttl = 200 * time.Millisecond
+	story := &scenario.Scenario{Name: "test-stuck", Story: "a crash between SETNX and EXPIRE", TTL: ttl, TimeLimitTTLs: 12,
+		Expect:   map[string]verdict.Expectation{"setnx-expire": {Outcome: verdict.Deadlock, Why: "test"}},
+		Requires: []fault.Evidence{{Op: fault.Crash}},
+		Schedule: func(e *scenario.Env) (nemesis.Schedule, error) {
+			return nemesis.Schedule{e.Gate.ArmStep(2*e.TTL, nemesis.Trap{Client: nemesis.AnyClient, Crash: true,
+				Command: &nemesis.Command{In: history.Acquire, Match: "SETNX|SET NX", Reply: true, Succeeded: true}})}, nil
+		}}
+	res, err := RunUnstarved(context.Background(), Options{Told: story, Lock: "setnx-expire", Out: t.TempDir()}, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Matched || res.EndedEarly || res.Played < 12*ttl {
+		t.Fatalf("outcome %s (matched %v, %s), ended early %v after %s: want deadlock after the whole %s", res.Outcome, res.Matched, res.Vacuous, res.EndedEarly, res.Played, 12*ttl)
 	}
 }

@@ -70,9 +70,9 @@ type Result struct {
 	// as far.
 	Waited time.Duration `json:"waited_ns,omitempty"`
 	// Played is how long the clients worked, from Ready until they were
-	// told to stop: the time limit (moved as far as Waited), or less
-	// where the story was over first and the run ended early
-	// (EndedEarly, Options.FullTime).
+	// told to stop: the schedule's opening steps, then the time limit
+	// (moved as far as Waited), or less where the story was over first
+	// and the run ended early (EndedEarly, Options.FullTime).
 	Played     time.Duration `json:"played_ns,omitempty"`
 	EndedEarly bool          `json:"ended_early,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
@@ -215,7 +215,7 @@ func judgeCase(s scenario.Scenario, info locks.Info, ttl time.Duration, expected
 // after a fault: a dead client's lease runs out within a TTL, and the next
 // try comes within a retry; a dead fair-lock waiter holds the queue for up
 // to its waiter timeout on top. The liveness and ghost checkers judge by
-// it, and a run ends early only once it has passed (story.go).
+// it, and a run ends early only once it has passed (over.go).
 func Allowance(s scenario.Scenario, info locks.Info, ttl time.Duration) time.Duration {
 	allowance := 2*ttl + 250*time.Millisecond
 	if info.Queued {

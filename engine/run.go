@@ -420,7 +420,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 		go func() {
 			err := rest.RunHeld(stop, hold)
 			if err == nil && r.endsEarly() {
-				r.endWhenOver(stop, end)
+				r.endWhenOver(stop, func() { limit.Stop(); end() })
 			}
 			nemErr <- err
 		}()

@@ -312,7 +312,8 @@ func Place(op history.Op) string {
 
 // Settled says whether every fault in ops has ended (an interval or a span
 // by its End op, a clock's offset by its reset), and when the latest fault
-// op of any shape was recorded (0: none). A run whose faults have settled
+// op of any shape was recorded (0: none); notes and ops that failed are
+// no faults. A run whose faults have settled
 // is over once the checkers' allowance has passed since (engine).
 func Settled(ops []history.Op) (last int64, settled bool) {
 	type key struct {

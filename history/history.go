@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"strings"
 	"sync"
@@ -128,10 +129,13 @@ type Recorder struct {
 	// deadlines is, by process, the deadline of the acquire by which it
 	// holds a key now (Deadline).
 	deadlines map[int]int64
-	out       io.Writer
-	file      *os.File
-	werr      error
-	nextPID   int
+	// grants is, by key tried, when an acquire of it last succeeded (0:
+	// never yet) (Grants).
+	grants  map[string]int64
+	out     io.Writer
+	file    *os.File
+	werr    error
+	nextPID int
 	// nemesis is the latest completed nemesis action in words, kept as
 	// ops are added so that Summary, polled while clients run, costs
 	// nothing against them; nemesisAt is when it was recorded.
@@ -143,7 +147,7 @@ type Recorder struct {
 // firstFreeProcess is the first id NewProcess hands out, so initial clients
 // can take 0..n-1.
 func NewRecorder(w io.Writer, firstFreeProcess int) *Recorder {
-	return &Recorder{start: time.Now(), out: w, nextPID: firstFreeProcess, deadlines: map[int]int64{}}
+	return &Recorder{start: time.Now(), out: w, nextPID: firstFreeProcess, deadlines: map[int]int64{}, grants: map[string]int64{}}
 }
 
 // Forget stops keeping ops in memory: they go to the file only, Ops
@@ -199,7 +203,12 @@ func (r *Recorder) Add(op Op) Op {
 	case op.F == Write && op.Type == OK:
 		r.writes++
 		r.lastWrite = op.Time
+	case op.F == Acquire && op.Type == Invoke:
+		if _, ok := r.grants[op.Key]; !ok {
+			r.grants[op.Key] = 0
+		}
 	case op.F == Acquire && op.Type == OK:
+		r.grants[op.Key] = op.Time
 		r.attempts++
 		r.deadlines[op.Process] = 0
 		if op.Value != nil {
@@ -252,6 +261,15 @@ func (r *Recorder) LastNemesis() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.nemesisAt
+}
+
+// Grants is, for every key an acquire was tried on, when one last
+// succeeded (harness ns; 0: none yet): a run ends early only while every
+// key is being handed on.
+func (r *Recorder) Grants() map[string]int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.grants)
 }
 
 // Attempts is how many lock attempts were answered so far, ok or fail:

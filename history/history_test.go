@@ -271,3 +271,16 @@ func TestOldHistoryHasEmptySites(t *testing.T) {
 		t.Fatalf("old ops: %+v", ops)
 	}
 }
+
+// Grants names every key an acquire was tried on, with when one last
+// succeeded: 0 for a key nobody has taken yet.
+func TestGrantsSaysWhenEachKeyTriedWasLastTaken(t *testing.T) {
+	r := NewRecorder(nil, 0)
+	a := r.Invoke(0, Acquire, "a", nil)
+	r.Invoke(1, Acquire, "b", nil)
+	ok := r.Complete(a, OK, nil, nil)
+	g := r.Grants()
+	if len(g) != 2 || g["a"] != ok.Time || g["b"] != 0 {
+		t.Fatalf("Grants = %v; want a at %d, b never", g, ok.Time)
+	}
+}

@@ -155,7 +155,8 @@ func (g *Gate) take(client int, fits func(Trap) bool) (Trap, bool) {
 }
 
 // takeLocked is take with g.mu held. A trap that fits while the gate is
-// held (Hold) stays armed.
+// held (Hold) stays armed. A trap taken is counted as springing from here
+// (Idle), and its caller springs it, which ends the count.
 func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 	for i, t := range g.traps {
 		if (t.Client == AnyClient || t.Client == client) && fits(t) {
@@ -163,6 +164,7 @@ func (g *Gate) takeLocked(client int, fits func(Trap) bool) (Trap, bool) {
 				return Trap{}, false
 			}
 			g.traps = append(g.traps[:i], g.traps[i+1:]...)
+			g.springing++
 			return t, true
 		}
 	}
@@ -215,9 +217,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	target := fmt.Sprintf("process %d at %s", process, where)
 	site := &at
 	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
-	g.mu.Lock()
-	g.springing++
-	g.mu.Unlock()
+	// takeLocked counted the trap as springing when it took it.
 	defer func() {
 		g.mu.Lock()
 		g.springing--

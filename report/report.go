@@ -203,6 +203,10 @@ func Summary(w io.Writer, r *engine.Result) {
 		fmt.Fprintf(w, "  the story's fault waited %s for the lock attempts it needs before it (a step that waits moves the later ones and the time limit as far)\n",
 			r.Waited.Round(time.Millisecond))
 	}
+	if r.EndedEarly {
+		fmt.Fprintf(w, "  ended early: the story was over %s in, of its %s time limit (its faults ended, the allowance passed, its keys handed on; -full-time plays it whole)\n",
+			r.Played.Round(time.Millisecond), r.TimeLimit)
+	}
 	for _, h := range headlines(r, Faults(r.Ops)) {
 		fmt.Fprintf(w, "  %s\n", h)
 	}

@@ -290,8 +290,10 @@ func (c *compiler) action(path string, a Action) (deed, string, error) {
 func (c *compiler) aside(do func(bg context.Context)) {
 	bg := c.background()
 	c.e.deeds.Add(1)
+	c.e.pending.Add(1)
 	go func() {
 		defer c.e.deeds.Done()
+		defer c.e.pending.Add(-1)
 		do(bg)
 	}()
 }

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktorture/locktorture/cluster"
@@ -73,9 +74,15 @@ type Env struct {
 	Interval *Interval
 
 	// deeds counts the actions a plan put off (a delay, a lasting fault)
-	// that have not ended yet (Settle).
-	deeds sync.WaitGroup
+	// that have not ended yet (Settle); pending is their number (Busy).
+	deeds   sync.WaitGroup
+	pending atomic.Int64
 }
+
+// Busy says an action the schedule put off has not ended yet: a delayed
+// kill not yet done is a fault to come, which the history does not show.
+// A run ends early only once none is (engine).
+func (e *Env) Busy() bool { return e.pending.Load() > 0 }
 
 // Settle waits until every action the schedule put off has ended: one
 // whose delay was up as the run ended may still act on a node, and the

@@ -187,8 +187,10 @@ func (r replayer) replay(p scenario.Plan, clients, n int) int {
 	s.Plan = p
 	shown := make([]bool, n)
 	engine.Spread(r.ctx, r.o.Parallel, n, func(i int) {
+		// A finding of a run that played its whole time limit may be in
+		// its tail: its replays play it whole too.
 		run := engine.Options{Told: &s, Lock: r.stored.Lock, Seed: r.stored.Seed, Clients: clients, TTL: r.ttl, TimeLimit: r.limit,
-			Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
+			FullTime: !r.stored.EndedEarly, Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
 		got, err := engine.Run(r.ctx, run)
 		if err == nil {
 			_ = report.Write(got)

@@ -795,7 +795,7 @@ func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
 		{scenario: "fair-order", lock: "fair", alone: true, limit: 3 * s, kind: "zookeeper"}, {scenario: "paused-holder", lock: "a", limit: 3 * s, kind: "redis"}}
 	use := []seatUse{{seats: 1, held: 2 * s, runs: 1, start: s / 2, story: s, judge: s / 2, reports: s / 10},
 		{seats: 1, held: 3 * s, runs: 2, start: s, story: 2 * s}, {seats: 2, held: 4 * s, runs: 1, start: s / 2, story: 3 * s, judge: s / 2},
-		{seats: 1, held: 1 * s, runs: 1, story: s, own: s}} // ended 2 s before its time limit
+		{seats: 1, held: 1 * s, runs: 1, story: s, own: s, early: true}} // ended 2 s before its time limit
 	var b bytes.Buffer
 	seatTable(&b, plan, use, 2, 9*time.Second)
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")

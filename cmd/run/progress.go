@@ -332,8 +332,10 @@ type seatUse struct {
 	runs                         int
 	start, story, judge, reports time.Duration
 	// own is the pair's own story time, as its last run told it: its time
-	// limit, or where that run ended early, to its end (the bound's).
-	own time.Duration
+	// limit, or where that run ended early (early), to its end (the
+	// bound's).
+	own   time.Duration
+	early bool
 }
 
 // tracker keeps what the matrix has done and prints it: a pair's line
@@ -509,7 +511,7 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 			if res.EndedEarly {
 				story = res.Played
 			}
-			u.own = story
+			u.own, u.early = story, res.EndedEarly
 			o := overhead{startup: r.ready.Sub(res.Started), windup: now.Sub(r.ready) - story}
 			u.start += o.startup
 			u.story += story

@@ -91,9 +91,9 @@ func earlyLine(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int) {
 	var n int
 	var saved float64
 	for i, p := range plan {
-		if u := use[i]; u.own > 0 && u.own < p.limit {
+		if u := use[i]; u.early {
 			n++
-			saved += float64(p.seats(roomSeats)) * (p.limit - u.own).Seconds()
+			saved += float64(p.seats(roomSeats)) * max(p.limit-u.own, 0).Seconds()
 		}
 	}
 	fmt.Fprintf(w, "%d of %d pairs ended once their story was over (-full-time keeps them to their time limits): %.1f seat-seconds of time limits not spent\n", n, len(plan), saved)
