@@ -262,6 +262,20 @@ func (p *processes) follower(peer string) (*cluster.Follower, error) {
 	return f, nil
 }
 
+// final opens the final reads' own connection to the store, as process
+// of the first client, through its links: a worker's register is the
+// store's key all the same, and starting a worker (an interpreter, a JVM)
+// to read it held the run's seats for seconds.
+func (p *processes) final(process int) (workloads.Resource, func(), error) {
+	d := &dialer{p: p, client: 0, process: process, peer: p.env.Clients[0]}
+	c, err := d.dial(p.store.Name, p.storeOpts, false)
+	if err != nil {
+		d.close()
+		return nil, nil, err
+	}
+	return workloads.NewStore(c), d.close, nil
+}
+
 // close closes every connection any process opened, and every worker,
 // outside the lock: a worker that breaches the protocol as it is closed
 // reports to misbehave, which takes it.

@@ -3,9 +3,13 @@ package engine
 import (
 	"context"
 	"os"
+	"os/exec"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/locktorture/locktorture/cluster"
+	"github.com/locktorture/locktorture/history"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/locks/library"
 	"github.com/locktorture/locktorture/locks/services"
@@ -71,5 +75,37 @@ func TestClientProcsRefuseWhatTheyCannotDo(t *testing.T) {
 	sentinel := &scenario.Scenario{Name: "mine", Topology: scenario.Topology{Replicated: true, Sentinel: true}, Schedule: noFaults}
 	if _, err := Resolve(Options{Told: sentinel, Lock: "set-nx-px", Expect: &verdict.Expectation{Outcome: verdict.Safe}, ClientProcs: true}); err != nil {
 		t.Fatalf("a Sentinel topology with client processes: %v", err)
+	}
+}
+
+// The final reads, once the clients have stopped, go to the store on a
+// connection of the harness's own: where every client is a worker, no
+// worker is started only to read a register (an interpreter or a JVM
+// that held the run's seats for seconds), and the reads still answer.
+func TestTheFinalReadsStartNoWorker(t *testing.T) {
+	var started atomic.Int32
+	self := func(lock string) *exec.Cmd {
+		started.Add(1)
+		return worker.Self(lock)
+	}
+	res, err := Run(context.Background(), Options{Scenario: "baseline", Lock: "set-nx-px", ClientProcs: true, Worker: self,
+		Clients: 2, TTL: 500 * time.Millisecond, TimeLimit: 1500 * time.Millisecond, Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	locked, final := map[int]bool{}, map[int]bool{}
+	for _, op := range res.Ops {
+		switch {
+		case op.F == history.Acquire || op.F == history.Release:
+			locked[op.Process] = true
+		case op.F == history.Read && op.Type == history.OK && !locked[op.Process]:
+			final[op.Process] = true
+		}
+	}
+	if len(final) != 1 {
+		t.Fatalf("%d processes read without taking the lock, want the one final reader", len(final))
+	}
+	if n := int(started.Load()); n != len(locked) {
+		t.Fatalf("%d workers started for %d processes that took the lock: the final reads started one of their own", n, len(locked))
 	}
 }

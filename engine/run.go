@@ -317,6 +317,7 @@ func (r *runner) prepareClients() error {
 	env.Gate = nemesis.NewGate(r.rec)
 	env.Nemesis = nemesis.New(r.rec, r.cl)
 	r.wo = r.workload()
+	r.wo.Final = r.procs.final
 	// A story's schedule names the first key: the one key it is told on.
 	env.Key = r.wo.Keys[0].Lock
 	for i := 0; i < o.Clients; i++ {

@@ -99,6 +99,11 @@ type Options struct {
 	Seed uint64
 	// Gate may pause or crash a client (nil: never).
 	Gate Gate
+	// Final opens what the final reads go through once the clients have
+	// stopped, as the given process: the store alone, and what closes it.
+	// Nil: a new process of the first client, which, where a client is a
+	// worker, starts an interpreter or a JVM to read a register.
+	Final func(process int) (Resource, func(), error)
 }
 
 // Clients are the register workload's clients, each with its first
@@ -181,14 +186,14 @@ func (c *Clients) Run(stop, abort context.Context) error {
 		return nil
 	}
 	p := rec.NewProcess()
-	final, err := o.Clients[0].Open(p)
+	store, closeStore, err := c.final(p)
 	if err != nil {
 		return fmt.Errorf("process %d: %w", p, err)
 	}
-	defer final.Close()
+	defer closeStore()
 	for _, k := range o.Keys {
 		inv := rec.Invoke(p, history.Read, k.Register, nil)
-		v, err := final.Store.Read(abort, k.Register)
+		v, err := store.Read(abort, k.Register)
 		if err != nil {
 			rec.Complete(inv, history.Info, nil, err)
 			return nil
@@ -196,6 +201,18 @@ func (c *Clients) Run(stop, abort context.Context) error {
 		rec.Complete(inv, history.OK, &history.Value{Reg: history.Int64(v)}, nil)
 	}
 	return nil
+}
+
+// final opens the final reads' way to the store (Options.Final).
+func (c *Clients) final(process int) (Resource, func(), error) {
+	if c.o.Final != nil {
+		return c.o.Final(process)
+	}
+	p, err := c.o.Clients[0].Open(process)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p.Store, p.Close, nil
 }
 
 type worker struct {
