@@ -3,6 +3,7 @@ package workloads_test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,9 +81,11 @@ func TestShapeCheck(t *testing.T) {
 }
 
 // A run whose critical section is uniform between 40 and 90 ms works
-// that long in each cycle: every gap from a read's return to the write's
-// call falls in the range (plus what a loaded machine adds to a timer),
-// and the gaps spread across it, not all at one end.
+// that long in each cycle: no gap from a read's return to the write's
+// call is shorter than the range, the middle gap lies inside it, and the
+// gaps spread across it, not all at one end. A loaded machine only
+// lengthens a gap (make test's matrix beside it stretched one to 149 ms),
+// so the range's top is asserted of the middle gap, not of every one.
 func TestUniformCriticalSection(t *testing.T) {
 	lockNode, storeNode := lockAndStore(t)
 	lo, hi := 40*time.Millisecond, 90*time.Millisecond
@@ -98,10 +101,13 @@ func TestUniformCriticalSection(t *testing.T) {
 	if len(gaps) < 10 {
 		t.Fatalf("only %d cycles in 2s", len(gaps))
 	}
+	if mid := slices.Sorted(slices.Values(gaps))[len(gaps)/2]; mid > hi {
+		t.Fatalf("the middle critical section worked %s, above %s..%s", mid, lo, hi)
+	}
 	var low, high int
 	for _, g := range gaps {
-		if g < lo || g > hi+50*time.Millisecond {
-			t.Fatalf("a critical section worked %s, outside %s..%s", g, lo, hi)
+		if g < lo {
+			t.Fatalf("a critical section worked %s, under %s..%s", g, lo, hi)
 		}
 		if g < (lo+hi)/2 {
 			low++
