@@ -142,6 +142,7 @@ func serverClockJumpStory() Scenario {
 		Rules: []Rule{
 			expect(or(connection, never), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "a session lock, or a lock table's row, has no expiry: no clock is read"}),
+			leaveOut(and(serverEndsEarly, clock(locks.ServerMonotonic)), "memcached's item clock does not move with the jump, so what is left to judge is its one-second tick, which may end a 1 s lease before the deadline the library reports (docs/stories.md, Findings): a holder paused inside its lease then loses its key with no help from the jump, now and then (symfony-memcached: two holders for 14 ms, 1 of 522 pairs of a make run); paused-holder tells it"),
 			expect(clock(locks.ServerMonotonic), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "memcached ticks its item clock from a monotonic clock, which a jump of the wall clock does not move"}),
 			leaveOut(not(oneNode), "told on the one server of a single-node lock; redlock-clock-jump tells a majority's node"),
