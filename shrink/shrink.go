@@ -181,7 +181,8 @@ type replayer struct {
 
 // replay runs p with clients n times, o.Parallel at once, and says how
 // many of the runs showed the finding. A run that fails to run shows
-// nothing.
+// nothing. A starved replay is no evidence either way: it runs once more,
+// alone, as a matrix's pair does, and the run alone is the one judged.
 func (r replayer) replay(p scenario.Plan, clients, n int) int {
 	s := r.story
 	s.Plan = p
@@ -191,7 +192,7 @@ func (r replayer) replay(p scenario.Plan, clients, n int) int {
 		// its tail: its replays play it whole too.
 		run := engine.Options{Told: &s, Lock: r.stored.Lock, Seed: r.stored.Seed, Clients: clients, TTL: r.ttl, TimeLimit: r.limit,
 			FullTime: !r.stored.EndedEarly, Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
-		got, err := engine.Run(r.ctx, run)
+		got, err := engine.RunUnstarved(r.ctx, run, r.o.Logf)
 		if err == nil {
 			_ = report.Write(got)
 			shown[i] = r.shows(got)

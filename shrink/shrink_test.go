@@ -93,7 +93,7 @@ func TestSmallerKeepsWhatTheFindingNeeds(t *testing.T) {
 // pause stays (without it nobody outlives a lease), and the smallest
 // schedule is written as a scenario file that parses back to it, with
 // shrink.md saying what was removed. Two replays a candidate, one needed:
-// a replay starved by a busy machine is no evidence, and one of two is
+// a replay starved by a busy machine runs again alone, and one of two is
 // enough to keep a candidate that shows K1 every time.
 func TestShrinkReplaysAStoredRun(t *testing.T) {
 	k1, err := scenario.Lookup("paused-holder")
