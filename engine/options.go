@@ -32,6 +32,10 @@ type Options struct {
 	// started has ended, its evidence and traffic are in the history, and
 	// the checkers' allowance has passed since its last fault.
 	FullTime bool
+	// SpawnWorkers starts every worker as a process of its own, where the
+	// lock's program could fork them from one that imported its library
+	// once (locks.Info.Forks): what the forks save, measured.
+	SpawnWorkers bool
 	// Stream judges the run from its file as a stream instead of holding
 	// its history in memory (verdict.JudgeStream); a run of StreamAfter
 	// or longer always is.

@@ -36,6 +36,12 @@ type processes struct {
 	workers   bool
 	worker    func(lock string) *exec.Cmd
 	workerLog io.Writer
+	// forks: the workers are forks of one Forker, started with the first.
+	forks bool
+
+	forkOnce sync.Once
+	forker   *worker.Forker
+	forkErr  error
 
 	mu sync.Mutex
 	// conns are the clients opened and not yet closed, for close: a
@@ -227,7 +233,11 @@ func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock)
 		h.Nodes = append(h.Nodes, l.Addr())
 	}
 	h.Nodes, h.Store = h.Nodes[:len(h.Nodes)-1], h.Nodes[len(h.Nodes)-1]
-	w, err := worker.Start(context.Background(), worker.Options{Command: p.worker, Hello: h, Gate: p.env.Gate,
+	forker, err := p.theForker()
+	if err != nil {
+		return workloads.Process{}, err
+	}
+	w, err := worker.Start(context.Background(), worker.Options{Command: p.worker, Forker: forker, Hello: h, Gate: p.env.Gate,
 		Client: client, Process: process, Clock: clock, Stderr: p.workerLog, Patience: p.patience, Misbehaved: p.misbehave})
 	if err != nil {
 		return workloads.Process{}, err
@@ -236,6 +246,16 @@ func (p *processes) startWorker(client, process int, clock *nemesis.ClientClock)
 	p.workerProcs = append(p.workerProcs, w)
 	p.mu.Unlock()
 	return workloads.Process{Lock: w, Store: w, Close: w.Close}, nil
+}
+
+// theForker is the run's Forker, started on first use, or nil where each
+// worker is a process of its own.
+func (p *processes) theForker() (*worker.Forker, error) {
+	if !p.forks {
+		return nil, nil
+	}
+	p.forkOnce.Do(func() { p.forker, p.forkErr = worker.StartForker(p.worker(p.info.Name), p.workerLog) })
+	return p.forker, p.forkErr
 }
 
 // follower is peer's address that follows the master, made on first use: a
@@ -289,5 +309,10 @@ func (p *processes) close() {
 	}
 	for _, w := range workers {
 		w.Close()
+	}
+	// Once every worker is gone: none is started after close.
+	p.forkOnce.Do(func() {})
+	if p.forker != nil {
+		p.forker.Close()
 	}
 }

@@ -310,7 +310,8 @@ func (r *runner) prepareClients() error {
 		workerLog = f
 	}
 	r.procs = &processes{env: env, cl: r.cl, store: r.store, info: r.info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog, patience: o.WorkerPatience,
-		lock: locks.Config{TTL: o.TTL, Wait: r.s.Wait(o.TTL), WaiterTimeout: r.s.WaiterTimeout(o.TTL)},
+		forks: r.info.Forks && r.info.Program != nil && !o.SpawnWorkers,
+		lock:  locks.Config{TTL: o.TTL, Wait: r.s.Wait(o.TTL), WaiterTimeout: r.s.WaiterTimeout(o.TTL)},
 		// The store's timeout leaves room for the delays K2 puts on its links.
 		storeOpts: cluster.ClientOptions{Timeout: max(500*time.Millisecond, 6*o.TTL)}}
 	r.onExit(r.procs.close)

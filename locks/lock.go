@@ -232,6 +232,11 @@ type Info struct {
 	// speaking the worker protocol (package worker). Such a lock has no
 	// New: every run starts its clients as processes through Program.
 	Program func() *exec.Cmd
+	// Forks says Program's process can start a run's workers as its own
+	// forks (worker.Forker): given worker.ForkEnv, it imports its library
+	// once, then forks a worker for each the harness asks for. A run then
+	// pays an interpreter's start once, not once per worker.
+	Forks bool
 }
 
 // KeyOnNode is the Redis key the lock keeps on its nodes for lock key k.

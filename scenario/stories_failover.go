@@ -9,7 +9,7 @@ import (
 // workersMissFailover is why a lone master's failover under a 500 ms
 // lease leaves out the locks whose clients are worker processes.
 const workersMissFailover = "the kill under a 500 ms lease breaks every waiter's connection mid-command, the harness replaces a process whose op ended unknown, " +
-	"and a Python worker takes 0.6 s to start under load, so the others lock only after the holder's lease has ended, or not at all before it wakes: " +
+	"and a new worker must start and connect first (a spawned Python worker took 0.6 s under load), so the others lock only after the holder's lease has ended, or not at all before it wakes: " +
 	"whether the lock is seen broken is a race; sentinel-failover's 3 s lease leaves a new worker time"
 
 // failoverRules judge a failover of the lock's lone master: leases that

@@ -11,12 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"sync"
-	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
 	"github.com/locktorture/locktorture/workloads"
@@ -26,6 +22,9 @@ import (
 type Options struct {
 	// Command builds the command to start (nil: Self).
 	Command func(lock string) *exec.Cmd
+	// Forker, when set, starts the worker as its fork instead (Command is
+	// then not used).
+	Forker *Forker
 	// Hello says what the worker builds.
 	Hello Hello
 	// Gate springs traps at the worker's command boundaries and named
@@ -83,7 +82,7 @@ func Self(lock string) *exec.Cmd {
 // workloads.Resource whose every call is a request to the worker.
 type Proc struct {
 	o      Options
-	cmd    *exec.Cmd
+	proc   started
 	ctx    context.Context // ends when the worker has exited or is closed
 	cancel context.CancelFunc
 	exited chan struct{} // closed once the worker is gone and read to its end
@@ -118,32 +117,22 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 	if o.Patience == 0 {
 		o.Patience = DefaultPatience(o.Hello)
 	}
-	cmd := o.Command(o.Hello.Lock)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
+	start := startExec
+	if o.Forker != nil {
+		start = startFork
 	}
-	// A pipe of its own, not StdoutPipe: Wait then returns when the
-	// worker exits, though a child of it may still hold its stdout.
-	stdout, w, err := os.Pipe()
+	proc, err := start(o)
 	if err != nil {
-		return nil, err
-	}
-	cmd.Stdout, cmd.Stderr = w, o.Stderr
-	err = cluster.StartProcess(cmd)
-	w.Close()
-	if err != nil {
-		stdout.Close()
 		return nil, fmt.Errorf("worker: %w", err)
 	}
-	p := &Proc{o: o, cmd: cmd, in: json.NewEncoder(stdin), exited: make(chan struct{}), gone: make(chan struct{}),
+	p := &Proc{o: o, proc: proc, in: json.NewEncoder(proc.stdin), exited: make(chan struct{}), gone: make(chan struct{}),
 		pending: map[int64]chan Reply{}, places: map[int64][]int{}, lost: map[string]chan struct{}{}}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	if o.Gate != nil {
-		o.Gate.Attach(o.Client, o.Process, cmd.Process)
+		o.Gate.Attach(o.Client, o.Process, proc.os)
 	}
 	go p.wait()
-	go p.read(stdout)
+	go p.read(proc.stdout)
 	hello := o.Hello
 	if _, err := p.call(ctx, Request{Op: OpHello, Hello: &hello}); err != nil {
 		p.Close()
@@ -169,7 +158,7 @@ func (p *Proc) misbehave(format string, a ...any) {
 	first := p.misbehaved == nil
 	if first {
 		p.misbehaved = fmt.Errorf("%w: worker for %s (client %d, process %d, pid %d) %s", ErrMisbehaved,
-			p.o.Hello.Lock, p.o.Client, p.o.Process, p.cmd.Process.Pid, fmt.Sprintf(format, a...))
+			p.o.Hello.Lock, p.o.Client, p.o.Process, p.proc.os.Pid, fmt.Sprintf(format, a...))
 	}
 	err := p.misbehaved
 	p.mu.Unlock()
@@ -187,25 +176,15 @@ func (p *Proc) Misbehaved() error {
 	return p.misbehaved
 }
 
-// wait waits for the worker to exit, then kills what is left of its
-// process group, whose children would otherwise keep its stdout open.
-// The group is killed while its leader is a zombie, not yet reaped, so
-// its id cannot have gone to another process (every server and worker
-// here leads a group of its own).
+// wait waits until the worker has exited, the rest of its process group
+// is killed and it is reaped (started.reap), then lets every waiter go.
 func (p *Proc) wait() {
-	pid := p.cmd.Process.Pid
-	var info unix.Siginfo
-	for {
-		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
-	err := p.cmd.Wait()
+	err := p.proc.reap()
 	if p.o.Gate != nil {
 		p.o.Gate.Detach(p.o.Process)
 	}
+	// Its pidfd: a long run retires thousands of workers.
+	_ = p.proc.os.Release()
 	p.mu.Lock()
 	p.exit, p.reaped = err, true
 	p.mu.Unlock()
@@ -437,7 +416,7 @@ func (p *Proc) Write(ctx context.Context, key string, v, fence int64) error {
 }
 
 // PID is the worker's process id.
-func (p *Proc) PID() int { return p.cmd.Process.Pid }
+func (p *Proc) PID() int { return p.proc.os.Pid }
 
 // Close kills the worker, as a process dies: nothing of it is released or
 // renewed any more, and waits until it is gone.
@@ -453,7 +432,7 @@ func (p *Proc) Close() {
 // (cluster.StartProcess gives it its own), so a worker started through a
 // shell or a launcher leaves no child behind. It may have exited already.
 func (p *Proc) kill() {
-	_ = p.cmd.Process.Kill()
+	_ = p.proc.os.Kill()
 }
 
 var _ locks.Lock = (*Proc)(nil)

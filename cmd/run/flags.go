@@ -26,6 +26,7 @@ type flags struct {
 	clients, parallel, runs        int
 	ttl, timeLimit                 time.Duration
 	fullTime                       bool
+	spawnWorkers                   bool
 	seed                           int64
 	out, backend, shard, probe     string
 	check, merge, sweep, shrink    string
@@ -45,7 +46,7 @@ type flags struct {
 }
 
 // usageLine is the first line -h prints, above every flag's own.
-const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-full-time] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-fresh] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-full-time] [-spawn-workers] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-fresh] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
 
 // newFlags declares every flag on a set of its own, for one parse.
 func newFlags() *flags {
@@ -59,6 +60,7 @@ func newFlags() *flags {
 	fs.IntVar(&f.clients, "clients", 0, "number of clients (default: the scenario's)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "lease time (default: the scenario's)")
 	fs.DurationVar(&f.timeLimit, "time-limit", 0, "how long clients keep working (default: the scenario's)")
+	fs.BoolVar(&f.spawnWorkers, "spawn-workers", false, "start every worker as an interpreter of its own (default: a Python library's workers are forks of one interpreter that imported it once)")
 	fs.BoolVar(&f.fullTime, "full-time", false, "keep every run's clients working to its time limit (default: a story's run ends once its faults are over, its evidence is in and the checkers' allowance has passed)")
 	fs.Int64Var(&f.seed, "seed", 0, "random seed, stored with the run (default: from the clock)")
 	fs.StringVar(&f.out, "out", "results", "results directory")
@@ -156,7 +158,7 @@ func (f *flags) runOptions(stdout io.Writer) engine.Options {
 	if f.seed == 0 {
 		f.seed = time.Now().UnixNano()
 	}
-	return engine.Options{Clients: f.clients, TTL: f.ttl, TimeLimit: f.timeLimit, FullTime: f.fullTime, Seed: f.seed, Out: f.out,
+	return engine.Options{Clients: f.clients, TTL: f.ttl, TimeLimit: f.timeLimit, FullTime: f.fullTime, SpawnWorkers: f.spawnWorkers, Seed: f.seed, Out: f.out,
 		ClientProcs: f.procs, Backend: f.backend, Workload: f.workload(), Interval: f.interval()}
 }
 

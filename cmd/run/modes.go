@@ -32,7 +32,7 @@ type mode struct {
 
 // runFlags are the flags that shape each run a mode starts: the engine's
 // options, the locks and how many runs go at once.
-var runFlags = []string{"lock", "clients", "ttl", "time-limit", "full-time", "seed", "out", "backend", "client-procs", "parallel",
+var runFlags = []string{"lock", "clients", "ttl", "time-limit", "full-time", "spawn-workers", "seed", "out", "backend", "client-procs", "parallel",
 	"hold", "think", "keys", "fence-reads", "faults", "fault-every", "fault-for"}
 
 // modes are the modes named by a flag. When two are named, the one first

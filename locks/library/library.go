@@ -16,23 +16,28 @@ import (
 )
 
 // adapters are the libraries, one function per file that registers what
-// the file holds, with the language its users write in (Info.Language):
-// a new library is a file with its function and a line here.
+// the file holds, with the language its users write in (Info.Language)
+// and whether its workers fork from one process that imported the library
+// (Info.Forks; protocol.py's serve forks them): a new library is a file
+// with its function and a line here.
 var adapters = []struct {
 	register func(register func(locks.Info))
 	language string
+	forks    bool
 }{
-	{redsyncLocks, "Go"},         // redsync.go
-	{redislockLocks, "Go"},       // redislock.go
-	{redisPyLocks, "Python"},     // redispy.go
-	{curatorLocks, "Java"},       // curator.go
-	{kazooLocks, "Python"},       // kazoo.go
-	{toozLocks, "Python"},        // tooz.go
-	{portalockerLocks, "Python"}, // portalocker.go
-	{etcd3Locks, "Python"},       // etcd3.go
-	{symfonyLocks, "PHP"},        // symfony.go
-	{laravelLocks, "PHP"},        // laravel.go
-	{phpLockLocks, "PHP"},        // phplock.go
+	{redsyncLocks, "Go", false},    // redsync.go
+	{redislockLocks, "Go", false},  // redislock.go
+	{redisPyLocks, "Python", true}, // redispy.go
+	{curatorLocks, "Java", false},  // curator.go
+	{kazooLocks, "Python", true},   // kazoo.go
+	{toozLocks, "Python", true},    // tooz.go
+	// portalocker's worker makes, before serve, a thread and a signal
+	// pipe that must be each process's own (portalocker_worker.py).
+	{portalockerLocks, "Python", false}, // portalocker.go
+	{etcd3Locks, "Python", true},        // etcd3.go
+	{symfonyLocks, "PHP", false},        // symfony.go
+	{laravelLocks, "PHP", false},        // laravel.go
+	{phpLockLocks, "PHP", false},        // phplock.go
 }
 
 // Register puts every adapter in the lock registry (locks.Lookup), once
@@ -44,6 +49,7 @@ func Register() {
 		for _, a := range adapters {
 			a.register(func(info locks.Info) {
 				info.Language = a.language
+				info.Forks = info.Program != nil && a.forks
 				locks.Register(info)
 			})
 		}

@@ -223,9 +223,66 @@ class Worker:
             return {"err": "unknown", "msg": "%s: %r" % (op, e)}
 
 
+def _fork_server(fd, name):
+    """Forks a worker for each request on the socket fd (package worker's
+    Forker) and returns only in a fork, whose stdin, stdout and stderr are
+    then the files that came with its request. The library is imported
+    once, here; a fork starts from the state of a worker that has imported
+    it and not yet said hello, as a new interpreter would be. This process
+    reaps a fork only when asked, once the harness has seen it exit, and
+    exits when the socket closes (its forks die with it)."""
+    import ctypes
+    import signal
+    import socket
+
+    if threading.active_count() > 1:
+        # A fork carries only the thread that forked: a library that
+        # started a thread at import cannot be forked.
+        sys.stderr.write("%s: cannot fork workers: %d threads run after the imports\n" % (name, threading.active_count()))
+        os._exit(2)
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    ctl = socket.socket(fileno=fd)
+    me = os.getpid()
+    while True:
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, 128, 3)
+        except OSError:
+            os._exit(0)
+        words = msg.decode().split()
+        if not words:  # the harness closed its end
+            os._exit(0)
+        if words[0] == "reap":
+            _, status = os.waitpid(int(words[1]), 0)
+            ctl.send(b"exit %d" % os.waitstatus_to_exitcode(status))
+            continue
+        if words[0] != "fork" or len(fds) != 3:
+            sys.stderr.write("%s: a fork request that does not parse: %r with %d files\n" % (name, msg, len(fds)))
+            os._exit(2)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            ctl.close()
+            os.setpgid(0, 0)
+            prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: die with this process
+            if os.getppid() != me:
+                os._exit(1)
+            for i, f in enumerate(fds):
+                os.dup2(f, i)
+                os.close(f)
+            return
+        for f in fds:
+            os.close(f)
+        ctl.send(b"pid %d" % pid)
+
+
 def serve(worker, name):
     """Serves the protocol until stdin ends, then exits at once, whatever
-    the library's own threads are doing."""
+    the library's own threads are doing. Run as a Forker's program
+    (LOCKTORTURE_FORKS set), each fork serves it."""
+    fd = os.environ.pop("LOCKTORTURE_FORKS", None)
+    if fd is not None:
+        _fork_server(int(fd), name)
     requests = queue.Queue()
 
     def run():

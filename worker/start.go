@@ -1,0 +1,152 @@
+package worker
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/locktorture/locktorture/cluster"
+)
+
+// started is a worker's process as Start started it: a command of its
+// own, or a Forker's fork.
+type started struct {
+	os     *os.Process // the gate's handle: signals reach it by pidfd
+	stdin  io.WriteCloser
+	stdout *os.File
+	// reap returns once the worker has exited, the rest of its process
+	// group is killed (its children would keep its stdout open) and it is
+	// reaped, saying how it exited. The group is killed while its leader
+	// is a zombie, not yet reaped, so its id cannot have gone to another
+	// process (every server and worker here leads a group of its own).
+	reap func() error
+}
+
+// startExec starts o.Command's process.
+func startExec(o Options) (started, error) {
+	cmd := o.Command(o.Hello.Lock)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return started{}, err
+	}
+	// A pipe of its own, not StdoutPipe: Wait then returns when the
+	// worker exits, though a child of it may still hold its stdout.
+	stdout, w, err := os.Pipe()
+	if err != nil {
+		return started{}, err
+	}
+	cmd.Stdout, cmd.Stderr = w, o.Stderr
+	err = cluster.StartProcess(cmd)
+	w.Close()
+	if err != nil {
+		stdout.Close()
+		return started{}, err
+	}
+	reap := func() error {
+		pid := cmd.Process.Pid
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		return cmd.Wait()
+	}
+	return started{os: cmd.Process, stdin: stdin, stdout: stdout, reap: reap}, nil
+}
+
+// startFork has o.Forker fork a worker. The worker is not the harness's
+// child: a pidfd says when it has exited, and the Forker reaps it.
+func startFork(o Options) (started, error) {
+	var files []*os.File // the worker's ends, closed here once it has them
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	inR, stdin, err := os.Pipe()
+	if err != nil {
+		return started{}, err
+	}
+	files = append(files, inR)
+	stdout, outW, err := os.Pipe()
+	if err != nil {
+		stdin.Close()
+		return started{}, err
+	}
+	files = append(files, outW)
+	errW, copied, err := stderrFile(o.Stderr)
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
+		return started{}, err
+	}
+	if errW != o.Stderr {
+		files = append(files, errW)
+	}
+	pid, err := o.Forker.fork(inR, outW, errW)
+	var pidfd int
+	if err == nil {
+		// The Forker reaps nothing until asked, so pid is still the fork.
+		pidfd, err = unix.PidfdOpen(pid, 0)
+	}
+	var proc *os.Process
+	if err == nil {
+		proc, err = os.FindProcess(pid)
+	}
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
+		if pid > 0 {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		return started{}, err
+	}
+	reap := func() error {
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); err != unix.EINTR {
+				break
+			}
+		}
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		unix.Close(pidfd)
+		err := o.Forker.reap(pid)
+		stdin.Close()
+		select {
+		case <-copied:
+		case <-time.After(time.Second): // a child that left the group keeps stderr
+		}
+		return err
+	}
+	return started{os: proc, stdin: stdin, stdout: stdout, reap: reap}, nil
+}
+
+// stderrFile is the file a fork writes its stderr to: w itself when it is
+// one, else a pipe copied to w (nil: discarded) until copied is closed.
+func stderrFile(w io.Writer) (f *os.File, copied chan struct{}, err error) {
+	copied = make(chan struct{})
+	if file, ok := w.(*os.File); ok && file != nil {
+		close(copied)
+		return file, copied, nil
+	}
+	if w == nil {
+		w = io.Discard
+	}
+	r, f, err := os.Pipe()
+	if err != nil {
+		return nil, nil, fmt.Errorf("worker: %w", err)
+	}
+	go func() {
+		_, _ = io.Copy(w, r)
+		r.Close()
+		close(copied)
+	}()
+	return f, copied, nil
+}
