@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -310,8 +311,8 @@ func (p *processes) close() {
 	for _, w := range workers {
 		w.Close()
 	}
-	// Once every worker is gone: none is started after close.
-	p.forkOnce.Do(func() {})
+	// Once every worker is gone; a worker asked for after this fails.
+	p.forkOnce.Do(func() { p.forkErr = errors.New("worker forker: the run's processes are closed") })
 	if p.forker != nil {
 		p.forker.Close()
 	}

@@ -75,6 +75,9 @@ type Result struct {
 	// and the run ended early (EndedEarly, Options.FullTime).
 	Played     time.Duration `json:"played_ns,omitempty"`
 	EndedEarly bool          `json:"ended_early,omitempty"`
+	// SpawnWorkers is Options.SpawnWorkers: each worker was an interpreter
+	// of its own where it could have been a fork. A replay does the same.
+	SpawnWorkers bool `json:"spawn_workers,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`

@@ -155,7 +155,7 @@ func (r *runner) createRecorder() error {
 	if err != nil {
 		return fmt.Errorf("results dir: %w", err)
 	}
-	r.res = &Result{Seats: r.seats, Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, Story: s.Story, Expected: r.expected, Seed: o.Seed,
+	r.res = &Result{Seats: r.seats, Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, SpawnWorkers: o.SpawnWorkers, Story: s.Story, Expected: r.expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params,
 		Workload: o.Workload, Interval: o.Interval}
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)

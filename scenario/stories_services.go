@@ -140,6 +140,7 @@ func serverClockJumpStory() Scenario {
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Topology: Topology{Clock: true},
 		Rules: []Rule{
+			leaveOut(racyAcquire, "its acquire races its own commands and lets two in with no fault now and then (wolph/portalocker#139): portalocker came out unsafe here 0.4 s before the jump, in 1 of 521 pairs of a make run, so a run may come out either way; docs/scenarios/subscribe-race.json tells it"),
 			expect(or(connection, never), verdict.Expectation{Outcome: verdict.Safe,
 				Why: "a session lock, or a lock table's row, has no expiry: no clock is read"}),
 			leaveOut(and(serverEndsEarly, clock(locks.ServerMonotonic)), "memcached's item clock does not move with the jump, so what is left to judge is its one-second tick, which may end a 1 s lease before the deadline the library reports (docs/stories.md, Findings): a holder paused inside its lease then loses its key with no help from the jump, now and then (symfony-memcached: two holders for 14 ms, 1 of 522 pairs of a make run); paused-holder tells it"),

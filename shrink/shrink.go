@@ -191,7 +191,7 @@ func (r replayer) replay(p scenario.Plan, clients, n int) int {
 		// A finding of a run that played its whole time limit may be in
 		// its tail: its replays play it whole too.
 		run := engine.Options{Told: &s, Lock: r.stored.Lock, Seed: r.stored.Seed, Clients: clients, TTL: r.ttl, TimeLimit: r.limit,
-			FullTime: !r.stored.EndedEarly, Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
+			FullTime: !r.stored.EndedEarly, SpawnWorkers: r.stored.SpawnWorkers, Backend: r.stored.Backend, Out: filepath.Join(r.dir, "replays"), Params: r.stored.Params}
 		got, err := engine.RunUnstarved(r.ctx, run, r.o.Logf)
 		if err == nil {
 			_ = report.Write(got)

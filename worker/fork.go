@@ -38,13 +38,15 @@ const ForkPatience = 60 * time.Second
 // The socket carries one request and its answer at a time, each one
 // packet: "fork" with the worker's stdin, stdout and stderr attached
 // (SCM_RIGHTS), answered "pid N"; "reap N", sent once N has exited and
-// its group is killed, answered "exit CODE". The Forker's program is the
+// its group is killed, answered "exit CODE"; either may be answered
+// "err WHY" instead. The Forker's program is the
 // forks' parent and reaps nothing until asked, so a pid the harness
 // watches is never another process's.
 type Forker struct {
 	cmd    *exec.Cmd
 	conn   *net.UnixConn
 	mu     sync.Mutex    // one request and its answer at a time
+	broken error         // why no request can be asked any more
 	exited chan struct{} // closed once the program has exited
 }
 
@@ -121,14 +123,35 @@ func (f *Forker) reap(pid int) error {
 }
 
 // ask sends one request, with oob's descriptors, and reads its answer.
+// An answer that does not come, or a socket that fails, breaks the
+// Forker for good: a late answer would be read as the next request's.
+// An answer "err ..." is the program's refusal of this request alone.
 func (f *Forker) ask(req string, oob []byte) (string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.broken != nil {
+		return "", f.broken
+	}
+	answer, err := f.exchange(req, oob)
+	if err != nil {
+		f.broken = err
+		f.conn.Close()
+		_ = f.cmd.Process.Kill()
+		return "", err
+	}
+	if msg, ok := strings.CutPrefix(answer, "err "); ok {
+		return "", fmt.Errorf("worker forker: %s: %s", req, msg)
+	}
+	return answer, nil
+}
+
+// exchange writes req and reads one answer, within ForkPatience.
+func (f *Forker) exchange(req string, oob []byte) (string, error) {
 	if _, _, err := f.conn.WriteMsgUnix([]byte(req), oob, nil); err != nil {
 		return "", fmt.Errorf("worker forker: %s: %w", req, err)
 	}
 	_ = f.conn.SetReadDeadline(time.Now().Add(ForkPatience))
-	buf := make([]byte, 128)
+	buf := make([]byte, 512)
 	n, err := f.conn.Read(buf)
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):

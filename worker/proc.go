@@ -158,7 +158,7 @@ func (p *Proc) misbehave(format string, a ...any) {
 	first := p.misbehaved == nil
 	if first {
 		p.misbehaved = fmt.Errorf("%w: worker for %s (client %d, process %d, pid %d) %s", ErrMisbehaved,
-			p.o.Hello.Lock, p.o.Client, p.o.Process, p.proc.os.Pid, fmt.Sprintf(format, a...))
+			p.o.Hello.Lock, p.o.Client, p.o.Process, p.proc.pid, fmt.Sprintf(format, a...))
 	}
 	err := p.misbehaved
 	p.mu.Unlock()
@@ -416,7 +416,7 @@ func (p *Proc) Write(ctx context.Context, key string, v, fence int64) error {
 }
 
 // PID is the worker's process id.
-func (p *Proc) PID() int { return p.proc.os.Pid }
+func (p *Proc) PID() int { return p.proc.pid }
 
 // Close kills the worker, as a process dies: nothing of it is released or
 // renewed any more, and waits until it is gone.

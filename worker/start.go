@@ -15,6 +15,7 @@ import (
 // started is a worker's process as Start started it: a command of its
 // own, or a Forker's fork.
 type started struct {
+	pid    int
 	os     *os.Process // the gate's handle: signals reach it by pidfd
 	stdin  io.WriteCloser
 	stdout *os.File
@@ -58,7 +59,7 @@ func startExec(o Options) (started, error) {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		return cmd.Wait()
 	}
-	return started{os: cmd.Process, stdin: stdin, stdout: stdout, reap: reap}, nil
+	return started{pid: cmd.Process.Pid, os: cmd.Process, stdin: stdin, stdout: stdout, reap: reap}, nil
 }
 
 // startFork has o.Forker fork a worker. The worker is not the harness's
@@ -91,21 +92,28 @@ func startFork(o Options) (started, error) {
 		files = append(files, errW)
 	}
 	pid, err := o.Forker.fork(inR, outW, errW)
-	var pidfd int
-	if err == nil {
-		// The Forker reaps nothing until asked, so pid is still the fork.
-		pidfd, err = unix.PidfdOpen(pid, 0)
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
+		return started{}, err
+	}
+	// The Forker reaps nothing until asked, so pid is still the fork.
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		err = fmt.Errorf("pidfd_open: %w (forked workers need Linux 5.3 or later; -spawn-workers starts interpreters instead)", err)
 	}
 	var proc *os.Process
 	if err == nil {
 		proc, err = os.FindProcess(pid)
 	}
 	if err != nil {
+		if pidfd > 0 {
+			unix.Close(pidfd)
+		}
 		stdin.Close()
 		stdout.Close()
-		if pid > 0 {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_ = o.Forker.reap(pid)
 		return started{}, err
 	}
 	reap := func() error {
@@ -125,7 +133,7 @@ func startFork(o Options) (started, error) {
 		}
 		return err
 	}
-	return started{os: proc, stdin: stdin, stdout: stdout, reap: reap}, nil
+	return started{pid: pid, os: proc, stdin: stdin, stdout: stdout, reap: reap}, nil
 }
 
 // stderrFile is the file a fork writes its stderr to: w itself when it is

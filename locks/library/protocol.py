@@ -230,7 +230,8 @@ def _fork_server(fd, name):
     once, here; a fork starts from the state of a worker that has imported
     it and not yet said hello, as a new interpreter would be. This process
     reaps a fork only when asked, once the harness has seen it exit, and
-    exits when the socket closes (its forks die with it)."""
+    exits when the socket closes (its forks die with it). A request that
+    fails is answered "err ..." and the others go on."""
     import ctypes
     import signal
     import socket
@@ -248,19 +249,25 @@ def _fork_server(fd, name):
             msg, fds, _, _ = socket.recv_fds(ctl, 128, 3)
         except OSError:
             os._exit(0)
-        words = msg.decode().split()
-        if not words:  # the harness closed its end
+        if not msg:  # the harness closed its end
             os._exit(0)
-        if words[0] == "reap":
-            _, status = os.waitpid(int(words[1]), 0)
-            ctl.send(b"exit %d" % os.waitstatus_to_exitcode(status))
+        try:
+            words = msg.decode().split()
+            if len(words) == 2 and words[0] == "reap" and not fds:
+                _, status = os.waitpid(int(words[1]), 0)
+                ctl.send(b"exit %d" % os.waitstatus_to_exitcode(status))
+                continue
+            if words != ["fork"] or len(fds) != 3:
+                raise ValueError("a request that does not parse: %r with %d files" % (msg, len(fds)))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+        except Exception as e:
+            # This request fails, not the forks already serving.
+            for f in fds:
+                os.close(f)
+            ctl.send(("err %r" % (e,)).encode()[:400])
             continue
-        if words[0] != "fork" or len(fds) != 3:
-            sys.stderr.write("%s: a fork request that does not parse: %r with %d files\n" % (name, msg, len(fds)))
-            os._exit(2)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
         if pid == 0:
             ctl.close()
             os.setpgid(0, 0)
