@@ -64,54 +64,43 @@ func startExec(o Options) (started, error) {
 
 // startFork has o.Forker fork a worker. The worker is not the harness's
 // child: a pidfd says when it has exited, and the Forker reaps it.
-func startFork(o Options) (started, error) {
-	var files []*os.File // the worker's ends, closed here once it has them
+func startFork(o Options) (_ started, err error) {
+	// theirs are the worker's ends, closed here once it has them; mine,
+	// the harness's, are closed here only if the start fails.
+	var theirs, mine []*os.File
 	defer func() {
-		for _, f := range files {
+		for _, f := range theirs {
 			f.Close()
+		}
+		if err != nil {
+			for _, f := range mine {
+				f.Close()
+			}
 		}
 	}()
 	inR, stdin, err := os.Pipe()
 	if err != nil {
 		return started{}, err
 	}
-	files = append(files, inR)
+	theirs, mine = append(theirs, inR), append(mine, stdin)
 	stdout, outW, err := os.Pipe()
 	if err != nil {
-		stdin.Close()
 		return started{}, err
 	}
-	files = append(files, outW)
+	theirs, mine = append(theirs, outW), append(mine, stdout)
 	errW, copied, err := stderrFile(o.Stderr)
 	if err != nil {
-		stdin.Close()
-		stdout.Close()
 		return started{}, err
 	}
 	if errW != o.Stderr {
-		files = append(files, errW)
+		theirs = append(theirs, errW)
 	}
 	pid, err := o.Forker.fork(inR, outW, errW)
 	if err != nil {
-		stdin.Close()
-		stdout.Close()
 		return started{}, err
 	}
-	// The Forker reaps nothing until asked, so pid is still the fork.
-	pidfd, err := unix.PidfdOpen(pid, 0)
+	proc, pidfd, err := watch(pid)
 	if err != nil {
-		err = fmt.Errorf("pidfd_open: %w (forked workers need Linux 5.3 or later; -spawn-workers starts interpreters instead)", err)
-	}
-	var proc *os.Process
-	if err == nil {
-		proc, err = os.FindProcess(pid)
-	}
-	if err != nil {
-		if pidfd > 0 {
-			unix.Close(pidfd)
-		}
-		stdin.Close()
-		stdout.Close()
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		_ = o.Forker.reap(pid)
 		return started{}, err
@@ -134,6 +123,22 @@ func startFork(o Options) (started, error) {
 		return err
 	}
 	return started{pid: pid, os: proc, stdin: stdin, stdout: stdout, reap: reap}, nil
+}
+
+// watch opens a fork's two handles: a pidfd, readable once it has exited,
+// and the gate's os.Process. The Forker reaps nothing until asked, so pid
+// is still the fork.
+func watch(pid int) (*os.Process, int, error) {
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, 0, fmt.Errorf("pidfd_open: %w (forked workers need Linux 5.3 or later; -spawn-workers starts interpreters instead)", err)
+	}
+	proc, err := os.FindProcess(pid)
+	if err != nil {
+		unix.Close(pidfd)
+		return nil, 0, err
+	}
+	return proc, pidfd, nil
 }
 
 // stderrFile is the file a fork writes its stderr to: w itself when it is

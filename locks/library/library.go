@@ -49,7 +49,7 @@ func Register() {
 		for _, a := range adapters {
 			a.register(func(info locks.Info) {
 				info.Language = a.language
-				info.Forks = info.Program != nil && a.forks
+				info.Forks = a.forks
 				locks.Register(info)
 			})
 		}
