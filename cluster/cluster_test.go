@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -95,6 +96,25 @@ func TestLinkCutHealLatency(t *testing.T) {
 	c2 := NewClient(l2.Addr(), ClientOptions{Timeout: time.Second})
 	defer c1.Close()
 	defer c2.Close()
+	// A connection on a link no fault touched lives through a heal: only
+	// the cut link's connections are dropped.
+	raw, err := net.DialTimeout("tcp", l2.Addr(), time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	pong := func(when string) {
+		t.Helper()
+		raw.SetDeadline(time.Now().Add(time.Second))
+		buf := make([]byte, 7)
+		if _, err := raw.Write([]byte("PING\r\n")); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if _, err := io.ReadFull(raw, buf); err != nil || string(buf) != "+PONG\r\n" {
+			t.Fatalf("%s: %q, %v", when, buf, err)
+		}
+	}
+	pong("before the cut")
 
 	if err := l1.Cut(); err != nil {
 		t.Fatal(err)
@@ -108,9 +128,13 @@ func TestLinkCutHealLatency(t *testing.T) {
 	if err := l1.Heal(); err != nil {
 		t.Fatal(err)
 	}
+	if err := l2.Heal(); err != nil {
+		t.Fatal(err)
+	}
 	if err := c1.Ping(ctx).Err(); err != nil {
 		t.Fatalf("PING after heal: %v", err)
 	}
+	pong("on the untouched link after the heal")
 	// Heal reopens the link's port: one no connection's source port and
 	// no probe for a free port is drawn from.
 	lo, hi := linkPorts()

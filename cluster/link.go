@@ -31,6 +31,9 @@ type Link struct {
 
 	mu    sync.Mutex
 	proxy *toxiproxy.Proxy
+	// toxic says a fault has put a toxic on the proxy since its last
+	// heal: only such a link's connections need dropping.
+	toxic bool
 	// addr and drop make a link between two servers of a Firewall; drop
 	// cuts or restores one direction ("upstream" is peer to node).
 	addr string
@@ -180,13 +183,19 @@ func (l *Link) SetLatencyDirection(direction string, latency, jitter time.Durati
 
 // Heal removes every toxic and drops the connections that lived through
 // them: a blackhole discards bytes mid-stream, so such a connection would
-// hand the next command a stranger's reply.
+// hand the next command a stranger's reply. A link no fault touched keeps
+// its connections: a heal undoes faults, and its peer's connection to the
+// store, say, was never part of one.
 func (l *Link) Heal() error {
 	if l.drop != nil {
 		return errors.Join(l.drop("upstream", false), l.drop("downstream", false))
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if !l.toxic {
+		return nil
+	}
+	l.toxic = false
 	l.proxy.Toxics.ResetToxics(context.Background())
 	l.proxy.Stop()
 	// Another process's probe for a free port (linkPort) holds a port for
@@ -203,6 +212,9 @@ func (l *Link) Heal() error {
 }
 
 func (l *Link) addToxic(name, typ, stream, attrs string) error {
+	l.mu.Lock()
+	l.toxic = true
+	l.mu.Unlock()
 	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
 	if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
 		if strings.Contains(err.Error(), "already exists") {
