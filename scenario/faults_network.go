@@ -66,14 +66,14 @@ func shapeDraw(rank int, shape func(nodes, peers []string) nemesis.Grudge) draw 
 // compilePartition compiles a partition's cuts.
 func compilePartition(c *compiler, path string, a Action) (deed, string, error) {
 	type line struct {
-		from  func(caught int) (string, error)
+		from  func(caught int) ([]string, error)
 		nodes []string
 	}
 	var lines []line
 	var words []string
 	for i, cut := range a.Cuts {
 		at := fmt.Sprintf("%s.cuts[%d]", path, i)
-		from, err := c.peer(at+".from", cut.From)
+		from, err := c.peers(at+".from", cut.From)
 		if err != nil {
 			return nil, "", err
 		}
@@ -95,7 +95,9 @@ func compilePartition(c *compiler, path string, a Action) (deed, string, error) 
 			if err != nil {
 				return err
 			}
-			g[from] = append(g[from], l.nodes...)
+			for _, peer := range from {
+				g[peer] = append(g[peer], l.nodes...)
+			}
 		}
 		return c.e.Nemesis.Partition(g)
 	}, "cut off " + strings.Join(words, "; "), nil

@@ -308,8 +308,8 @@ func checkAction(path string, a Action, params map[string]bool, inTrap bool) err
 			if err := checkClient(at+".from", r, inTrap, false); err != nil {
 				return err
 			}
-		} else if !strings.HasPrefix(c.From, "replication of ") {
-			return &fieldError{at + ".from", fmt.Sprintf(`%q: want "client N" or "replication of NODE"`, c.From)}
+		} else if c.From != "every client" && !strings.HasPrefix(c.From, "replication of ") {
+			return &fieldError{at + ".from", fmt.Sprintf(`%q: want "client N", "every client" or "replication of NODE"`, c.From)}
 		}
 		if len(c.Nodes) == 0 {
 			return &fieldError{at + ".nodes", "empty: name the nodes, or all"}

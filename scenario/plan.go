@@ -71,8 +71,9 @@ type Action struct {
 
 // Cut is one line of a partition: From loses Nodes.
 type Cut struct {
-	// From is a peer: "client N" (N also caught or other, inside a trap)
-	// or "replication of NODE" (a replica's link to its master).
+	// From is a peer: "client N" (N also caught or other, inside a trap),
+	// "every client", or "replication of NODE" (a replica's link to its
+	// master).
 	From string `json:"from"`
 	// Nodes are node names or roles, or "all" for every lock node.
 	Nodes []string `json:"nodes"`

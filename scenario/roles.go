@@ -23,19 +23,23 @@ var NodeRoles = map[string]string{
 	"all":          "in a cut, every lock node",
 }
 
-// peer resolves a cut's from: "client REF" or "replication of NODE".
-func (c *compiler) peer(path, ref string) (func(caught int) (string, error), error) {
+// peers resolves a cut's from: "client REF", "every client" or
+// "replication of NODE".
+func (c *compiler) peers(path, ref string) (func(caught int) ([]string, error), error) {
+	if ref == "every client" {
+		return func(int) ([]string, error) { return c.e.Clients, nil }, nil
+	}
 	if r, ok := strings.CutPrefix(ref, "client "); ok {
 		who, err := c.client(path, r, false)
 		if err != nil {
 			return nil, err
 		}
-		return func(caught int) (string, error) {
+		return func(caught int) ([]string, error) {
 			i, err := who(caught)
 			if err != nil {
-				return "", err
+				return nil, err
 			}
-			return c.e.Clients[i], nil
+			return []string{c.e.Clients[i]}, nil
 		}, nil
 	}
 	if r, ok := strings.CutPrefix(ref, "replication of "); ok {
@@ -44,9 +48,9 @@ func (c *compiler) peer(path, ref string) (func(caught int) (string, error), err
 			return nil, err
 		}
 		peer := cluster.ReplicationPeer(node)
-		return func(int) (string, error) { return peer, nil }, nil
+		return func(int) ([]string, error) { return []string{peer}, nil }, nil
 	}
-	return nil, fmt.Errorf(`%s: %q is no peer ("client N", "client caught", "replication of NODE")`, path, ref)
+	return nil, fmt.Errorf(`%s: %q is no peer ("client N", "client caught", "every client", "replication of NODE")`, path, ref)
 }
 
 // nodes resolves a cut's node reference, which may name several: all, or

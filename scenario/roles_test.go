@@ -27,3 +27,24 @@ func TestMiddleRolesSplitAnyOddCount(t *testing.T) {
 		}
 	}
 }
+
+// "every client" cuts each of the run's clients, however many it has;
+// "client 1" only that one; a peer of no known form is refused.
+func TestPeersEveryClient(t *testing.T) {
+	c := &compiler{e: &Env{Clients: []string{"c0", "c1", "c2"}}}
+	for ref, want := range map[string][]string{
+		"every client": {"c0", "c1", "c2"},
+		"client 1":     {"c1"},
+	} {
+		from, err := c.peers("cut", ref)
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		if got, err := from(0); err != nil || !slices.Equal(got, want) {
+			t.Errorf("%s: %v %v, want %v", ref, got, err, want)
+		}
+	}
+	if _, err := c.peers("cut", "clients"); err == nil {
+		t.Error(`"clients": want an error`)
+	}
+}
