@@ -64,13 +64,19 @@ func TestAPairOnKeptServersRunsAsAlone(t *testing.T) {
 
 // shape is what a run's history must share with another run of its pair
 // whatever the timing: the nemesis's ops in order, then each kind of
-// client op and how it ended, once each, sorted.
+// client op and how it ended, once each, sorted. A failed acquire is left
+// out: a waiter's try that found the lock taken for its whole wait comes
+// or not as the waiters' starts fall against the holder's pause, whatever
+// servers the pair ran on (beside make test's matrix, paused-holder on
+// etcd-fenced had one alone and none on kept servers).
 func shape(ops []history.Op) []string {
 	var nemesis, clients []string
 	for _, op := range ops {
-		if op.Process == history.NemesisProcess {
+		switch {
+		case op.Process == history.NemesisProcess:
 			nemesis = append(nemesis, op.F+" "+string(op.Type))
-		} else {
+		case op.F == "acquire" && op.Type == history.Fail:
+		default:
 			clients = append(clients, op.F+" "+string(op.Type))
 		}
 	}
