@@ -73,7 +73,8 @@ func (l Limits) Of(k Kind) time.Duration {
 // planned end a pause or a stall was resumed (Pause), and how long a fault
 // that does work of its own took (Fault): a restart from its invoke to the
 // node answering as itself (or failing), less the delay the schedule asked
-// for and the kind's usual rejoin; a save from its BGSAVE to its end. Such
+// for and the kind's usual rejoin; a save from its BGSAVE to its end; an
+// eviction from its fill's start to its deletes' end, less its usual. Such
 // a fault that had not ended when the history did (end, its last op's time) overran by
 // at least its time to then: a save still running when the time limit came
 // left its story untold, and the run is starved rather than vacuous. A
@@ -127,9 +128,10 @@ func Faults(ops []history.Op, from, end int64) []Sample {
 }
 
 // works says whether a fault's own work takes time worth timing: a
-// restart's or a save's, which a loaded machine stretches.
+// restart's, a save's or an eviction's fill, which a loaded machine
+// stretches.
 func works(f fault.Op) bool {
-	return f == fault.Restart || f == fault.SaveFail || f == fault.SaveMend
+	return f == fault.Restart || f == fault.SaveFail || f == fault.SaveMend || f == fault.Evict
 }
 
 // Unfitted says in one line which faults the gate could not fit where
@@ -181,7 +183,7 @@ func Over(samples []Sample, lim Limits) string {
 	if _, ok := worst[Server]; ok {
 		server = fmt.Sprintf(", the lock's server %s", lim.Server)
 	}
-	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart or save %s)",
+	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart, save or eviction %s)",
 		strings.Join(parts, "; "), lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
 }
 

@@ -45,6 +45,7 @@ func nem(t int64, f, target string, d time.Duration) history.Op {
 func TestFaultsReadRestartsSavesAndPausesFromTheHistory(t *testing.T) {
 	ms := int64(time.Millisecond)
 	invoke := func(op history.Op) history.Op { op.Type = history.Invoke; return op }
+	usual := func(op history.Op, d time.Duration) history.Op { op.Value.Usual = int64(d); return op }
 	ops := []history.Op{
 		nem(10*ms, "kill", "n1", 0), invoke(nem(10*ms, "restart", "n1", 0)), nem(30*ms, "restart", "n1", 0), // before the clients were ready
 		nem(100*ms, "kill", "n3", 0), invoke(nem(100*ms, "restart", "n3", 0)), nem(180*ms, "restart", "n3", 0),
@@ -70,6 +71,8 @@ func TestFaultsReadRestartsSavesAndPausesFromTheHistory(t *testing.T) {
 		// client wrote (nemesis.Trap.Outlast) is late by what is left.
 		nem(1700*ms, string(fault.Pause), "process 5 at before-write", 100*time.Millisecond),
 		nem(2100*ms, string(fault.Resume), "process 5 at before-write", 250*time.Millisecond),
+		// An eviction's fill is timed less its usual (nemesis.Evict).
+		usual(invoke(nem(2200*ms, string(fault.Evict), "n1", 0)), 100*time.Millisecond), nem(2740*ms, string(fault.Evict), "n1", 0),
 	}
 	got := Faults(ops, 50*ms, 2900*ms)
 	want := []Sample{
@@ -81,6 +84,7 @@ func TestFaultsReadRestartsSavesAndPausesFromTheHistory(t *testing.T) {
 		{At: 800 * ms, Kind: Pause, Late: 50 * ms, What: "stall of process 1"},
 		{At: 1000 * ms, Kind: Fault, Late: 60 * ms, What: "save-fail of n5"},
 		{At: 1700 * ms, Kind: Pause, Late: 50 * ms, What: "pause of process 5 at before-write"},
+		{At: 2200 * ms, Kind: Fault, Late: 440 * ms, What: "evict of n1"},
 		{At: 1600 * ms, Kind: Fault, Late: 1300 * ms, What: "save-mend of n5"},
 	}
 	if len(got) != len(want) {
