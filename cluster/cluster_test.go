@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -377,5 +378,52 @@ func TestPipelineRepliesCommandByCommand(t *testing.T) {
 	}
 	if errs, err := n.Pipeline(ctx, []any{"PING"}); err == nil {
 		t.Fatalf("a killed node's pipeline: replies %v, want the connection's error", errs)
+	}
+}
+
+// A cut that lands while another goroutine heals the same link is undone
+// by the next heal: the traps' and the delayed actions' faults run beside
+// the schedule's, and a cut left on after the run's last heal would
+// leave the liveness checker judging a system never healed.
+func TestACutBesideAHealIsUndoneByTheNext(t *testing.T) {
+	ctx := context.Background()
+	_, n := startOne(t)
+	stuck := 0
+	for i := range 40 {
+		l, err := n.Link(fmt.Sprintf("race-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		healed := make(chan struct{})
+		go func() {
+			defer close(healed)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					l.Heal()
+				}
+			}
+		}()
+		for range 50 {
+			if err := l.Cut(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(stop)
+		<-healed
+		if err := l.Heal(); err != nil {
+			t.Fatal(err)
+		}
+		c := NewClient(l.Addr(), ClientOptions{Timeout: 2 * time.Second})
+		if c.Ping(ctx).Err() != nil {
+			stuck++
+		}
+		c.Close()
+	}
+	if stuck > 0 {
+		t.Fatalf("%d of 40 links still cut after their last heal", stuck)
 	}
 }

@@ -195,7 +195,6 @@ func (l *Link) Heal() error {
 	if !l.toxic {
 		return nil
 	}
-	l.toxic = false
 	l.proxy.Toxics.ResetToxics(context.Background())
 	l.proxy.Stop()
 	// Another process's probe for a free port (linkPort) holds a port for
@@ -206,15 +205,21 @@ func (l *Link) Heal() error {
 		err = l.proxy.Start()
 	}
 	if err == nil {
+		// Only a reopened link is healed: one that failed to reopen is
+		// tried again by the next heal.
+		l.toxic = false
 		return nil
 	}
 	return fmt.Errorf("cluster: reopen link %s->%s on %s: %w", l.Peer, l.Node, l.proxy.Listen, err)
 }
 
+// addToxic holds mu while it marks the link and adds the toxic, so a heal
+// at the same moment comes wholly before it (and the next heal removes
+// the toxic) or wholly after it.
 func (l *Link) addToxic(name, typ, stream, attrs string) error {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	l.toxic = true
-	l.mu.Unlock()
 	body := fmt.Sprintf(`{"name":%q,"type":%q,"stream":%q,"toxicity":1,"attributes":%s}`, name, typ, stream, attrs)
 	if _, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(body)); err != nil {
 		if strings.Contains(err.Error(), "already exists") {
