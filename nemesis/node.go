@@ -68,13 +68,19 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 	if err != nil {
 		return err
 	}
-	v := &history.Value{Target: node, Usual: int64(evictUsual(ctx, nd)), Site: &history.Site{Node: node}}
+	// The node's memory is read once, before the op: its maxmemory sizes
+	// the op's usual, which the invoke records, and its use the fill.
+	used, limit, merr := memory(ctx, nd)
+	v := &history.Value{Target: node, Usual: int64(evictUsual(limit)), Site: &history.Site{Node: node}}
 	return record(n.rec, fault.Evict, v, func() error {
 		before, err := evicted(ctx, nd)
 		if err != nil {
 			return err
 		}
-		filled, err := fill(ctx, nd)
+		if merr != nil {
+			return fmt.Errorf("nemesis: fill %s: %w", node, merr)
+		}
+		filled, err := fill(ctx, nd, used, limit)
 		if len(filled) > 0 {
 			if _, derr := nd.Do(ctx, append([]any{"DEL"}, filled...)...); derr != nil && err == nil {
 				err = fmt.Errorf("free: %w", derr)
@@ -95,24 +101,21 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 // fillKey is the size of a filler key's value.
 const fillKey = 64 << 10
 
-// evictUsual is how long an eviction usually takes on nd, its fill and
-// its deletes, so that the lateness meter reads a slower one as the
+// evictUsual is how long an eviction usually takes on a node of maxmemory
+// limit, its fill and its deletes, so that the lateness meter reads a slower one as the
 // machine's: a story tells its eviction inside a holder's pause, and a
 // fill stretched past most of the pause leaves the waiters no time to
 // take the key. 100 ms for each 4 MiB of the node's maxmemory (a 4 MiB
 // node's took 16 to 53 ms here idle, 564 ms beside make test's unit
-// tests); a node whose maxmemory cannot be read gets 100 ms, and its
-// fill says why.
-func evictUsual(ctx context.Context, nd *cluster.Node) time.Duration {
+// tests); a node whose maxmemory cannot be read (limit 0) gets 100 ms,
+// and its fill says why.
+func evictUsual(limit int) time.Duration {
 	const per4MiB = 100 * time.Millisecond
-	_, limit, err := memory(ctx, nd)
-	if err != nil {
-		return per4MiB
-	}
 	return max(per4MiB, time.Duration(limit)*per4MiB/(4<<20))
 }
 
-// fill writes 64 KiB keys of no expiry to nd until the node refuses one
+// fill writes 64 KiB keys of no expiry to nd, which used before of its
+// maxmemory limit, until the node refuses one
 // (OOM: its policy has evicted all it may), and returns the keys it took,
 // those of a fill that failed midway too. The writes that fit under the
 // node's maxmemory, which evict nothing, go out in one round trip, sized
@@ -120,7 +123,7 @@ func evictUsual(ctx context.Context, nd *cluster.Node) time.Duration {
 // the rest one at a time, stopping at the first refusal, since a write
 // past it would evict the key a new holder has just set, a second
 // eviction the story does not tell.
-func fill(ctx context.Context, nd *cluster.Node) ([]any, error) {
+func fill(ctx context.Context, nd *cluster.Node, before, limit int) ([]any, error) {
 	payload := strings.Repeat("x", fillKey)
 	set := func(i int) []any { return []any{"SET", fmt.Sprintf("locktorture:filler:%d", i), payload} }
 	var filled []any
@@ -138,10 +141,6 @@ func fill(ctx context.Context, nd *cluster.Node) ([]any, error) {
 			}
 		}
 		return full, err
-	}
-	before, limit, err := memory(ctx, nd)
-	if err != nil {
-		return nil, err
 	}
 	if full, err := took(set(0)); full || err != nil {
 		return filled, err
