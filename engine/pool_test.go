@@ -75,7 +75,7 @@ func shape(ops []history.Op) []string {
 		switch {
 		case op.Process == history.NemesisProcess:
 			nemesis = append(nemesis, op.F+" "+string(op.Type))
-		case op.F == "acquire" && op.Type == history.Fail:
+		case op.F == history.Acquire && op.Type == history.Fail:
 		default:
 			clients = append(clients, op.F+" "+string(op.Type))
 		}
