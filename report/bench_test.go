@@ -17,8 +17,11 @@ import (
 // longRun is a million-op history of five clients taking turns on one key
 // over 100 s, each holder reading and writing the register, with a pause
 // of one of them in the middle: the shape and length of a long baseline.
-func longRun() []history.Op {
-	const cycles = 100_000
+func longRun() []history.Op { return turns(100_000) }
+
+// turns is a history of cycles turns of five clients on one key, ten ops
+// a turn a millisecond apart, with a pause of one of them in the middle.
+func turns(cycles int) []history.Op {
 	ops := make([]history.Op, 0, 10*cycles+2)
 	add := func(p int, t history.Type, f, key string, v *history.Value, at int64) {
 		ops = append(ops, history.Op{Index: int64(len(ops)), Process: p, Type: t, F: f, Key: key, Value: v, Time: at})
@@ -53,8 +56,17 @@ func longRun() []history.Op {
 // (reported as MB/run).
 //
 //	go test -run '^$' -bench ReportMillionOps -benchtime 1x ./report/
-func BenchmarkReportMillionOps(b *testing.B) {
-	ops := longRun()
+func BenchmarkReportMillionOps(b *testing.B) { benchmarkReport(b, longRun()) }
+
+// BenchmarkReportMatrixRun writes the report of a run the size of a
+// matrix's pair (7,000 ops: five clients over a few seconds), which a
+// matrix writes 520 times while other pairs run beside it. Its cost is
+// the charts' fixed cost (drawing and encoding four PNGs), not the ops.
+//
+//	go test -run '^$' -bench ReportMatrixRun ./report/
+func BenchmarkReportMatrixRun(b *testing.B) { benchmarkReport(b, turns(700)) }
+
+func benchmarkReport(b *testing.B, ops []history.Op) {
 	var verdicts []checker.Verdict
 	for _, c := range []checker.Checker{checker.Intervals{}, checker.Linearizable{}, checker.Promise{}, checker.Resource{}} {
 		verdicts = append(verdicts, c.Check(ops))

@@ -1,8 +1,11 @@
 package report
 
 import (
+	"bufio"
 	"fmt"
 	"image/color"
+	"image/png"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -13,6 +16,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
 
 	"github.com/locktorture/locktorture/checker"
 	"github.com/locktorture/locktorture/fault"
@@ -50,7 +54,7 @@ func (c Chart) Save(dir string, vector bool) (err error) {
 	}
 	const width = 10 * vg.Inch
 	for _, ext := range exts {
-		cw, err := draw.NewFormattedCanvas(width, c.height, ext)
+		cw, err := newCanvas(width, c.height, ext)
 		if err != nil {
 			return fmt.Errorf("report: %s.%s: %w", c.Name, ext, err)
 		}
@@ -75,6 +79,44 @@ func (c Chart) Save(dir string, vector bool) (err error) {
 		}
 	}
 	return nil
+}
+
+// newCanvas is a canvas of w by h that writes itself as ext: gonum's,
+// but for PNG, which is written at zlib's fastest level (fastPNG).
+func newCanvas(w, h vg.Length, ext string) (vg.CanvasWriterTo, error) {
+	if ext == "png" {
+		return fastPNG{vgimg.New(w, h)}, nil
+	}
+	return draw.NewFormattedCanvas(w, h, ext)
+}
+
+// fastPNG is gonum's PNG canvas (vgimg.PngCanvas, the same pixels)
+// encoded at zlib's fastest level. At the default level the encoding was
+// 44% of a matrix's report CPU, which the stories running beside the
+// report lose; at the fastest, a matrix's reports took a quarter less
+// CPU, for charts 2 to 7% larger.
+type fastPNG struct{ *vgimg.Canvas }
+
+func (c fastPNG) WriteTo(w io.Writer) (int64, error) {
+	cw := &counter{w: w}
+	b := bufio.NewWriter(cw)
+	if err := (&png.Encoder{CompressionLevel: png.BestSpeed}).Encode(b, c.Image()); err != nil {
+		return cw.n, err
+	}
+	err := b.Flush()
+	return cw.n, err
+}
+
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 var (
