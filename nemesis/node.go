@@ -101,25 +101,25 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 // fillKey is the size of a filler key's value.
 const fillKey = 64 << 10
 
-// evictUsual is how long an eviction usually takes on a node of maxmemory
-// limit, its fill and its deletes, so that the lateness meter reads a slower one as the
-// machine's: a story tells its eviction inside a holder's pause, and a
-// fill stretched past most of the pause leaves the waiters no time to
-// take the key. 100 ms for each 4 MiB of the node's maxmemory (a 4 MiB
-// node's took 16 to 53 ms here idle, 564 ms beside make test's unit
-// tests); a node whose maxmemory cannot be read (limit 0) gets 100 ms,
-// and its fill says why.
+// evictUsual is how long an eviction usually takes on a node of
+// maxmemory limit, its fill and its deletes, so that the lateness meter
+// reads a slower one as the machine's: a story tells its eviction inside
+// a holder's pause, and a fill stretched past most of the pause leaves
+// the waiters no time to take the key. 100 ms for each 4 MiB of the
+// node's maxmemory (a 4 MiB node's took 16 to 53 ms here idle, 564 ms
+// beside make test's unit tests); a node whose maxmemory cannot be read
+// (limit 0) gets 100 ms, and its fill says why.
 func evictUsual(limit int) time.Duration {
 	const per4MiB = 100 * time.Millisecond
 	return max(per4MiB, time.Duration(limit)*per4MiB/(4<<20))
 }
 
 // fill writes 64 KiB keys of no expiry to nd, which used before of its
-// maxmemory limit, until the node refuses one
-// (OOM: its policy has evicted all it may), and returns the keys it took,
-// those of a fill that failed midway too. The writes that fit under the
-// node's maxmemory, which evict nothing, go out in one round trip, sized
-// by what the first key cost the node (its allocator rounds a value up);
+// maxmemory limit, until the node refuses one (OOM: its policy has
+// evicted all it may), and returns the keys it took, those of a fill
+// that failed midway too. The writes that fit under the node's
+// maxmemory, which evict nothing, go out in one round trip, sized by
+// what the first key cost the node (its allocator rounds a value up);
 // the rest one at a time, stopping at the first refusal, since a write
 // past it would evict the key a new holder has just set, a second
 // eviction the story does not tell.

@@ -41,9 +41,9 @@ func main() {
 	// The harness's heap is a few runs' histories, small beside the
 	// servers it starts: a collection at five times the live heap instead
 	// of twice marks it a quarter as often, and the marking was a tenth
-	// of the harness's CPU, which the stories beside it lose (a Redis
-	// matrix's resident peak went from 110 to 190 MB). GOGC, when set,
-	// decides.
+	// of the harness's CPU, which the stories beside it lose (a 50-pair
+	// Redis matrix's resident peak went from 110 to 188 MB). GOGC, when
+	// set, decides.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
