@@ -2,6 +2,7 @@ package verdict
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/locktorture/locktorture/fault"
 	"github.com/locktorture/locktorture/history"
@@ -16,6 +17,15 @@ type Traffic struct {
 	Before int `json:"before,omitempty"`
 	During int `json:"during,omitempty"`
 	After  int `json:"after,omitempty"`
+	// Delayed is the least reads and writes that a latency fault held up:
+	// sent while it lasted (from its op to the op that ends it on its
+	// link) and answered no sooner than its delay. A delay on a client's
+	// link to the store that held up none of its requests did not happen,
+	// whatever came of the run: a client that spent the delay waiting for
+	// the lock (a loaded machine slows a lock's tries past its own
+	// timeouts) wrote nothing late. Counted from the history alone, so a
+	// client retired under a new process still counts.
+	Delayed int `json:"delayed,omitempty"`
 }
 
 // defaultTraffic holds for every story that states none.
@@ -60,10 +70,18 @@ type trafficMeter struct {
 	// next.
 	early, atLast int
 	last          int64
+	// For Traffic.Delayed: the fault's link and delay, when each
+	// process's read or write in flight was sent, how many took the
+	// delay or longer, and whether the fault has ended.
+	site    history.Site
+	delay   int64
+	sent    map[int]int64
+	delayed int
+	ended   bool
 }
 
 func newTrafficMeter(requires []fault.Evidence, traffic Traffic) *trafficMeter {
-	return &trafficMeter{requires: requires, floor: traffic.Floor()}
+	return &trafficMeter{requires: requires, floor: traffic.Floor(), sent: map[int]int64{}}
 }
 
 // found sets the story's fault, op (nil: not found yet).
@@ -72,6 +90,10 @@ func (m *trafficMeter) found(op *history.Op) {
 		return
 	}
 	m.known, m.start, m.end = true, op.Time, op.Time
+	m.site = op.Site()
+	if op.Value != nil {
+		m.delay = op.Value.Duration
+	}
 	if spec, _ := fault.Lookup(fault.Op(op.F)); spec.Shape == fault.Span && op.Value != nil {
 		m.end += op.Value.Duration
 	}
@@ -87,6 +109,7 @@ func (m *trafficMeter) add(op history.Op) {
 	if !m.known && len(m.requires) > 0 && m.requires[0].Matches(op) {
 		m.found(&op)
 	}
+	m.countDelayed(op)
 	if op.F != history.Acquire || (op.Type != history.OK && op.Type != history.Fail) {
 		return
 	}
@@ -118,6 +141,10 @@ func (m *trafficMeter) vacuity(nemesis []history.Op) string {
 	if !m.known {
 		return ""
 	}
+	if m.delayed < m.floor.Delayed {
+		return fmt.Sprintf("too little traffic during %s: %d read(s) or write(s) sent while it lasted were held up by its delay, the story needs %d",
+			m.requires[0], m.delayed, m.floor.Delayed)
+	}
 	counts := []struct {
 		when      string
 		got, want int
@@ -131,4 +158,32 @@ func (m *trafficMeter) vacuity(nemesis []history.Op) string {
 		}
 	}
 	return ""
+}
+
+// countDelayed counts op when it answers a read or write sent while the
+// fault lasted that took at least the fault's delay: the fault held it
+// up. The fault ends at the first op after it that ends its kind on its
+// link (or every link).
+func (m *trafficMeter) countDelayed(op history.Op) {
+	if m.floor.Delayed == 0 || !m.known || op.Time < m.start {
+		return
+	}
+	switch {
+	case op.Process == history.NemesisProcess && op.Type == history.OK:
+		spec, _ := fault.Lookup(m.requires[0].Op)
+		this, _ := fault.Lookup(fault.Op(op.F))
+		at := op.Site()
+		m.ended = m.ended || this.Op == spec.End && at.Node == m.site.Node && at.Peer == m.site.Peer ||
+			slices.Contains(this.AlsoEnds, spec.Op)
+	case op.F != history.Read && op.F != history.Write:
+	case op.Type == history.Invoke:
+		if !m.ended {
+			m.sent[op.Process] = op.Time
+		}
+	default:
+		if sent, ok := m.sent[op.Process]; ok && op.Time-sent >= m.delay {
+			m.delayed++
+		}
+		delete(m.sent, op.Process)
+	}
 }

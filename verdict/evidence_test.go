@@ -77,6 +77,44 @@ func TestVacuity(t *testing.T) {
 	}
 }
 
+// A delay proves itself by a read or write it held up: one sent while it
+// lasted and answered no sooner than the delay. A client that waited out
+// the delay for the lock, or a request sent after it ended, proves
+// nothing.
+func TestVacuityDelayed(t *testing.T) {
+	requires := []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}}
+	traffic := Traffic{Before: 3, After: 3, Delayed: 1}
+	link := history.Site{Node: "store", Peer: "c0"}
+	store := func(p int, f string, sent, answered int64) []history.Op {
+		return []history.Op{{Process: p, Type: history.Invoke, F: f, Key: "reg", Time: sent}, {Process: p, Type: history.OK, F: f, Key: "reg", Time: answered}}
+	}
+	around := func(more ...history.Op) []history.Op {
+		ops := append(acquires(0, 10, 30, history.OK), acquires(2000, 10, 30, history.OK)...)
+		ops = append(ops, nemesisOp(fault.LatencyStart, link, 500, 300, history.OK), nemesisOp(fault.LatencyEnd, link, 1500, 0, history.OK))
+		return append(ops, more...)
+	}
+	cases := []struct {
+		name string
+		ops  []history.Op
+		want string
+	}{
+		{"a write held up by the delay", around(store(0, history.Write, 600, 910)...), ""},
+		{"a retired client's new process, held up", around(store(7, history.Read, 1400, 1700)...), ""},
+		{"nothing sent while it lasted", around(), "0 read(s) or write(s)"},
+		{"quick replies only", around(store(1, history.Write, 600, 620)...), "0 read(s) or write(s)"},
+		{"sent after the delay ended", around(store(0, history.Write, 1600, 1950)...), "0 read(s) or write(s)"},
+		{"sent before it began", around(store(0, history.Write, 400, 1000)...), "0 read(s) or write(s)"},
+	}
+	for _, c := range cases {
+		ops := slices.Clone(c.ops)
+		slices.SortStableFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Time, b.Time) })
+		got := Vacuity(requires, traffic, ops)
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: vacuity %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
 // A vacuous outcome matches no expectation, whatever the checkers said.
 func TestVacuousMatchesNothing(t *testing.T) {
 	for _, o := range []Outcome{Safe, Unsafe, LockUnsafe, Deadlock, Unfair, Vacuous} {

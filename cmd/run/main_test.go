@@ -804,7 +804,7 @@ func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
 		"baseline                           2     1       5.0          5.0",
 		"paused-holder                      1     1       1.0          1.0",
 		"total                              4            10.0         14.0",
-		"14.0 seat-seconds fill 2 seats for at least 7 s; the matrix took 9 s; counted with 1 starved first run(s) that ran again",
+		"14.0 seat-seconds fill 2 seats for at least 7 s; the matrix took 9 s; counted with 1 starved or vacuous first run(s) that ran again",
 		// Story time: 1+1+1 s on one seat each (paused-holder's to its
 		// early end, not its 3 s limit), 3 s on both: 9 seat-seconds over
 		// 2 seats.

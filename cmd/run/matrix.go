@@ -299,14 +299,19 @@ func (m *matrixRun) runPair(ctx context.Context, i int) {
 	m.result.Entries[i] = report.EntryOf(p[0], p[1], res, err)
 }
 
-// runStarvedAgain runs each starved pair once more. A starved run is no
-// evidence either way: the machine, not the lock, ran late. It runs again
-// after the others and one at a time, and says so; its first run stays in
-// -out for anyone who asks why.
+// runStarvedAgain runs each starved or vacuous pair once more. A starved
+// run is no evidence either way: the machine, not the lock, ran late. A
+// vacuous one did not tell its story, and beside other runs the likeliest
+// reason is theirs: a loaded machine can slow a lock's tries past its own
+// timeouts (redsync cuts each off at 5% of the TTL) while the meter's
+// limits, a fifth of a TTL, still hold, and a client that waits out the
+// story's fault for the lock meets none of it. It runs again after the
+// others and one at a time, and says so; its first run stays in -out for
+// anyone who asks why, and a second vacuous run is the verdict.
 func (m *matrixRun) runStarvedAgain(ctx context.Context) {
 	var starved []int
 	for i, e := range m.result.Entries {
-		if e.Outcome == verdict.Starved {
+		if e.Outcome == verdict.Starved || e.Outcome == verdict.Vacuous {
 			starved = append(starved, i)
 		}
 	}
@@ -319,7 +324,7 @@ func (m *matrixRun) runStarvedAgain(ctx context.Context) {
 			break
 		}
 		e := m.result.Entries[i]
-		m.tr.printf("%s / %s was starved (see above): running it once more, alone on the machine, now that the other runs are done\n", e.Scenario, e.Lock)
+		m.tr.printf("%s / %s was %s (see above): running it once more, alone on the machine, now that the other runs are done\n", e.Scenario, e.Lock, e.Outcome)
 		m.rerun = append(m.rerun, fmt.Sprintf("%s/%s (first run: %s)", e.Scenario, e.Lock, e.Dir))
 		m.runPair(ctx, i)
 	}
@@ -356,7 +361,7 @@ func (m *matrixRun) end(wall time.Duration, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "%d run(s) ran late and kept their verdict, a fault-free pass or beside a slow lock server (see the table above)\n", mx.Late)
 	}
 	if len(m.rerun) > 0 {
-		fmt.Fprintf(stdout, "%d starved run(s) ran again, and the counts are of the second runs: %s\n", len(m.rerun), strings.Join(m.rerun, "; "))
+		fmt.Fprintf(stdout, "%d starved or vacuous run(s) ran again, and the counts are of the second runs: %s\n", len(m.rerun), strings.Join(m.rerun, "; "))
 	}
 	if mx.Matched < mx.Total {
 		return 1

@@ -75,7 +75,7 @@ func seatTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall 
 	floor := time.Duration(total.seatSeconds / float64(max(roomSeats, 1)) * float64(time.Second))
 	fmt.Fprintf(w, "%.1f seat-seconds fill %d seats for at least %s; the matrix took %s", total.seatSeconds, roomSeats, minSec(floor), minSec(wall))
 	if again := total.runs - total.pairs; again > 0 {
-		fmt.Fprintf(w, "; counted with %d starved first run(s) that ran again", again)
+		fmt.Fprintf(w, "; counted with %d starved or vacuous first run(s) that ran again", again)
 	}
 	fmt.Fprintln(w)
 	bound := storyBound(plan, use, roomSeats)

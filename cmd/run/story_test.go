@@ -14,7 +14,8 @@ import (
 // is told the file's story, not the catalogue's, and -check judges it
 // again by the story it was told. Here the change asks for a kill that
 // never happens, so the run is vacuous where the built-in's would match;
-// judged by the catalogue's story, -check would change its verdict.
+// judged by the catalogue's story, -check would change its verdict. A
+// vacuous first run runs again alone, as a starved one does.
 func TestScenarioFileRunsTheStoryItHolds(t *testing.T) {
 	var printed, errb bytes.Buffer
 	if code := run(context.Background(), []string{"-print-scenario", "paused-holder"}, &printed, &errb); code != 0 {
@@ -37,9 +38,13 @@ func TestScenarioFileRunsTheStoryItHolds(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout.String(), "vacuous") {
 		t.Fatalf("exit %d, want 1 and a vacuous run:\n%s%s", code, stdout.String(), errb.String())
 	}
+	// A vacuous first run runs once more, alone, and both stay in -out.
+	if !strings.Contains(stdout.String(), "1 starved or vacuous run(s) ran again") {
+		t.Fatalf("the vacuous run did not run again alone:\n%s", stdout.String())
+	}
 	stdout.Reset()
 	run(context.Background(), []string{"-check", out}, &stdout, &errb)
-	if !strings.Contains(stdout.String(), "judged 1 stored run(s) again: 0 changed") {
+	if !strings.Contains(stdout.String(), "judged 2 stored run(s) again: 0 changed") {
 		t.Fatalf("-check judged the run by another story:\n%s", stdout.String())
 	}
 

@@ -83,6 +83,9 @@ func story(b *strings.Builder, s scenario.Scenario) {
 		for _, e := range s.Requires {
 			needs = append(needs, e.String())
 		}
+		if d := s.Traffic.Delayed; d > 0 {
+			needs = append(needs, fmt.Sprintf("%d read(s) or write(s) held up by the delay", d))
+		}
 		fmt.Fprintf(b, "- **Requires** (else vacuous): %s\n", strings.Join(needs, "; "))
 	}
 	for _, p := range s.Params {
