@@ -110,12 +110,12 @@ func pausedHolderStory() Scenario {
 func delayedWriteStory() Scenario {
 	return Scenario{
 		Name: "delayed-write",
-		Story: "K2 (Kleppmann 2016): client 0's requests to the protected store are delayed in the network (0.75 TTL each way out by default) " +
+		Story: "K2 (Kleppmann 2016): a holder's requests to the protected store are delayed in the network (0.75 TTL each way out by default) " +
 			"so its write lands after its lease expired and a successor wrote.",
-		// Eight TTLs, so client 0 has three after the delay's end is armed
-		// (at 5) to start an acquire, time enough for a client whose
-		// release takes a second (a PostgreSQL server on a busy machine)
-		// or whose worker process is being replaced.
+		// Eight TTLs: the delay begins on the first holder past 2 TTLs and
+		// lasts its read and write (1.5 TTLs), and a lock whose acquires
+		// are slow (a PostgreSQL server on a busy machine, a worker process
+		// being replaced) still has time for the traffic after it.
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 5,
 		Rules: []Rule{
 			controlOut,
@@ -141,22 +141,29 @@ func delayedWriteStory() Scenario {
 				Why: "the write outlives the lease in the network, where no client-side check can see it (Kleppmann)"}),
 		},
 		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
-		// At most one TTL: client 0's read and write each wait out the
-		// delay, and past about a TTL its next acquire, which ends the
-		// delay, comes after the story's 8 TTLs, so the run never shows
-		// the delay's end it requires and comes out vacuous.
+		// The delay must hold up a request of the holder's: one that
+		// waits out the whole delay for the lock writes nothing late.
+		Traffic: verdict.Traffic{Before: 3, During: 1, After: 3, Delayed: 1},
+		// At most one TTL: the holder's read and write each wait out the
+		// delay, and past about a TTL they take most of the story's time.
 		Params: []Param{{Name: "delay", Unit: "TTLs", Default: 0.75, Min: 0, Max: 1,
-			Help: "how long each of client 0's requests to the store is held up on its way out"}},
-		// The delay begins after 2 TTLs, not 1: five clients' first RedLock
-		// round can split the votes and fail only after a whole wait, and
-		// under load no attempt had completed before a 1-TTL delay. It ends
-		// while client 0 is inside an acquire: a write still held back when
-		// the delay goes lands at once, ahead of a successor's, and a fenced
-		// store accepts both (a lost update the story does not tell).
-		Plan: Plan{
-			step(2, Action{Do: "latency", Client: "0", Node: "store", Direction: "upstream", For: ParamNum("delay")}),
-			step(5, Action{Do: "when-acquiring", Client: "0", Then: []Action{{Do: "latency", Client: "0", Node: "store"}}}),
-		},
+			Help: "how long each of the caught holder's requests to the store is held up on its way out"}},
+		// The delay begins after 2 TTLs, not 1 (five clients' first RedLock
+		// round can split the votes and fail only after a whole wait), on
+		// whoever holds the lock next, as it goes to read: a client named
+		// in advance can wait out the whole delay for an unfair lock (a
+		// PostgreSQL advisory lock's releaser takes it again, 30 times in
+		// a row) or for one whose tries all time out on a loaded machine
+		// (redsync's, cut off at 5% of the TTL), and then nothing it sends
+		// is delayed. It ends as that holder goes to release, its write
+		// answered: a write still held back when the delay went would land
+		// at once, ahead of a successor's, and a fenced store accepts both
+		// (a lost update the story does not tell).
+		Plan: Plan{arm(2, Trap{Point: workloads.BeforeRead, Client: "any",
+			Then: []Action{
+				{Do: "latency", Client: "caught", Node: "store", Direction: "upstream", For: ParamNum("delay")},
+				armed(Trap{Point: workloads.BeforeRelease, Client: "caught", Then: []Action{{Do: "latency", Client: "caught", Node: "store"}}}),
+			}})},
 	}
 }
 

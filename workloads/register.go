@@ -21,6 +21,11 @@ import (
 
 // Pause points the register workload passes.
 const (
+	// BeforeRead sits inside the critical section right after the acquire
+	// and before the read: where a fault meant for a holder's requests to
+	// the store (delayed-write's latency) begins on whoever holds, however
+	// unfair the lock is to the others.
+	BeforeRead = "before-read"
 	// BeforeWrite sits inside the critical section after the read and
 	// before the write: where Kleppmann's GC pause strikes (K1). Checking
 	// the lock just before it would not help; the pause can fall after the
@@ -352,7 +357,7 @@ func (w *worker) skew() time.Duration {
 // pause point that killed the process, or an op that retired it.
 func (w *worker) cycle(ctx context.Context) {
 	lease, ok := w.acquire(ctx)
-	if !ok {
+	if !ok || !w.pass(ctx, BeforeRead) {
 		return
 	}
 	r, ok := w.read(ctx, lease)
