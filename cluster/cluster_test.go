@@ -427,3 +427,27 @@ func TestACutBesideAHealIsUndoneByTheNext(t *testing.T) {
 		t.Fatalf("%d of 40 links still cut after their last heal", stuck)
 	}
 }
+
+// A heal closes its link's listener and reopens it on the same port; in
+// that moment no other link, of this run or any other, may take the port,
+// or the healed link's clients would reconnect to that link's server.
+// With the range narrowed to the healed link's one port, a new link finds
+// none free.
+func TestAHealKeepsItsPort(t *testing.T) {
+	_, n := startOne(t)
+	l, err := n.Link("c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, _ := net.SplitHostPort(l.Addr())
+	port, _ := strconv.Atoi(p)
+	t.Cleanup(func(saved func() (int, int)) func() { return func() { linkRange = saved } }(linkRange))
+	linkRange = func() (int, int) { return port, port + 1 }
+	l.proxy.Stop() // a heal's gap, held open
+	if stranger, err := n.Link("c2"); err == nil {
+		t.Fatalf("a new link took %s, the port of a link being healed", stranger.Addr())
+	}
+	if err := l.proxy.Start(); err != nil {
+		t.Fatalf("the healed link could not reopen its port: %v", err)
+	}
+}

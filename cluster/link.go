@@ -31,6 +31,8 @@ type Link struct {
 
 	mu    sync.Mutex
 	proxy *toxiproxy.Proxy
+	// claim keeps the proxy's port this link's while it lives (linkPort).
+	claim net.Listener
 	// toxic says a fault has put a toxic on the proxy since its last
 	// heal: only such a link's connections need dropping.
 	toxic bool
@@ -48,13 +50,15 @@ func newLink(srv *toxiproxy.ApiServer, peer, node, upstream string) (*Link, erro
 	var err error
 	for range 20 {
 		var port int
-		if port, err = linkPort(); err != nil {
+		var claim net.Listener
+		if port, claim, err = linkPort(); err != nil {
 			break
 		}
 		p := toxiproxy.NewProxy(srv, peer+"->"+node, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), upstream)
 		if err = srv.Collection.Add(p, true); err == nil {
-			return &Link{Peer: peer, Node: node, proxy: p}, nil
+			return &Link{Peer: peer, Node: node, proxy: p, claim: claim}, nil
 		}
+		claim.Close()
 		if errors.Is(err, toxiproxy.ErrProxyAlreadyExists) {
 			break
 		}
@@ -84,19 +88,34 @@ func linkPorts() (lo, hi int) {
 	return ephHi + 1, 65536
 }
 
-// linkPort is a free port of linkPorts, drawn at random: every locktorture
-// process on the machine draws from the same range.
-func linkPort() (int, error) {
-	lo, hi := linkPorts()
+// linkRange is where links listen (linkPorts; a test narrows it).
+var linkRange = linkPorts
+
+// linkPort is a free port of linkRange, drawn at random, with its claim: a
+// name in Linux's abstract unix-socket namespace ("locktorture-link.PORT",
+// held as the machine-wide room holds its seats) that every locktorture
+// process takes before it takes a port and that the link holds while it
+// lives. Every process draws from the same range, and a heal closes its
+// link's listener and reopens it on the same port: without the claim,
+// another run's link (in this process or another) could draw the port in
+// that moment and take it, and the healed link's clients would reconnect
+// to that run's servers, a stranger's lock and its grants.
+func linkPort() (int, net.Listener, error) {
+	lo, hi := linkRange()
 	for range 100 {
 		port := lo + rand.IntN(hi-lo)
+		claim, err := net.Listen("unix", "@locktorture-link."+strconv.Itoa(port))
+		if err != nil {
+			continue // another link's, perhaps one being healed
+		}
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err == nil {
 			l.Close()
-			return port, nil
+			return port, claim, nil
 		}
+		claim.Close()
 	}
-	return 0, fmt.Errorf("cluster: no free port from %d to %d for a link", lo, hi)
+	return 0, nil, fmt.Errorf("cluster: no free port from %d to %d for a link", lo, hi)
 }
 
 // Addr is the address a peer dials to reach the node through this link.
@@ -197,8 +216,9 @@ func (l *Link) Heal() error {
 	}
 	l.proxy.Toxics.ResetToxics(context.Background())
 	l.proxy.Stop()
-	// Another process's probe for a free port (linkPort) holds a port for
-	// a moment: such a port is free again at once.
+	// The claim keeps every locktorture link off the port meanwhile; what
+	// else binds it for a moment (a process that is not locktorture's
+	// probing for a free port) is gone again at once.
 	err := l.proxy.Start()
 	for try := 1; try < 10 && err != nil; try++ {
 		time.Sleep(5 * time.Millisecond)
@@ -235,6 +255,9 @@ func (l *Link) close() {
 	defer l.mu.Unlock()
 	if l.proxy != nil {
 		l.proxy.Stop()
+	}
+	if l.claim != nil {
+		l.claim.Close()
 	}
 }
 
