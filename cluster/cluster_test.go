@@ -441,7 +441,8 @@ func TestAHealKeepsItsPort(t *testing.T) {
 	}
 	_, p, _ := net.SplitHostPort(l.Addr())
 	port, _ := strconv.Atoi(p)
-	t.Cleanup(func(saved func() (int, int)) func() { return func() { linkRange = saved } }(linkRange))
+	saved := linkRange
+	t.Cleanup(func() { linkRange = saved })
 	linkRange = func() (int, int) { return port, port + 1 }
 	l.proxy.Stop() // a heal's gap, held open
 	if stranger, err := n.Link("c2"); err == nil {

@@ -70,10 +70,10 @@ type trafficMeter struct {
 	// next.
 	early, atLast int
 	last          int64
-	// For Traffic.Delayed: the fault's link and delay, when each
-	// process's read or write in flight was sent, how many took the
-	// delay or longer, and whether the fault has ended.
-	site    history.Site
+	// For Traffic.Delayed: the fault's place (fault.Place) and delay,
+	// when each process's read or write in flight was sent, how many took
+	// the delay or longer, and whether the fault has ended.
+	place   string
 	delay   int64
 	sent    map[int]int64
 	delayed int
@@ -90,7 +90,7 @@ func (m *trafficMeter) found(op *history.Op) {
 		return
 	}
 	m.known, m.start, m.end = true, op.Time, op.Time
-	m.site = op.Site()
+	m.place = fault.Place(*op)
 	if op.Value != nil {
 		m.delay = op.Value.Duration
 	}
@@ -163,18 +163,17 @@ func (m *trafficMeter) vacuity(nemesis []history.Op) string {
 // countDelayed counts op when it answers a read or write sent while the
 // fault lasted that took at least the fault's delay: the fault held it
 // up. The fault ends at the first op after it that ends its kind on its
-// link (or every link).
+// place (or every place).
 func (m *trafficMeter) countDelayed(op history.Op) {
 	if m.floor.Delayed == 0 || !m.known || op.Time < m.start {
 		return
 	}
 	switch {
 	case op.Process == history.NemesisProcess && op.Type == history.OK:
-		spec, _ := fault.Lookup(m.requires[0].Op)
-		this, _ := fault.Lookup(fault.Op(op.F))
-		at := op.Site()
-		m.ended = m.ended || this.Op == spec.End && at.Node == m.site.Node && at.Peer == m.site.Peer ||
-			slices.Contains(this.AlsoEnds, spec.Op)
+		// Paired as a report pairs them (report.Faults): an end on the
+		// fault's place, or one on every place.
+		m.ended = m.ended || slices.Contains(fault.EndedBy(fault.Op(op.F)), m.requires[0].Op) &&
+			(op.Site().All || fault.Place(op) == m.place)
 	case op.F != history.Read && op.F != history.Write:
 	case op.Type == history.Invoke:
 		if !m.ended {
