@@ -25,12 +25,17 @@ import (
 //     such an acquire may have taken the key as late as that, and its lease
 //     may then run a whole TTL, which the allowance covers, so a stall
 //     cannot be blamed on the lock while that lease may still be live;
+//   - the completion of every granted acquire begun before it: the grant
+//     may have taken effect anywhere from its call on, and a holder whose
+//     answer comes late (its worker or its server starved of a core) keeps
+//     the others out while the history cannot yet show it holding;
 //   - the last nemesis action: the nemesis may legitimately make a key
 //     unreachable while a fault lasts, but once the last fault is undone
 //     the key must come back within the allowance.
 //
-// It ends at the next grant, at the call of the next acquire of unknown
-// outcome (which may have taken the key there), or at the end of the run.
+// It ends at the call of the next acquire that was granted or whose
+// outcome is unknown (either may have taken the key there), or at the end
+// of the run.
 // It is a deadlock when it is longer than the allowance and an acquire
 // failed after the allowance ran out.
 type Liveness struct {
@@ -42,8 +47,8 @@ type Liveness struct {
 	// the last ends, at the next grant, which ends its last stall.
 	start, until int64
 	// settled are the processes whose acquire in flight at the end of a
-	// Stream's segment was answered after it with a grant or a refusal:
-	// it took nothing before the cut, and is left out.
+	// Stream's segment was refused after it: it took nothing before the
+	// cut, and is left out.
 	settled map[int]bool
 }
 
@@ -99,9 +104,10 @@ type keyAttempts struct {
 	fails map[string][]int64 // the refused acquires' completions
 }
 
-// attempts sorts the acquires of ops by key: a refusal is a failure, an
-// unknown outcome may have held the key from its call to its completion
-// (to end, if it has none, unless it settled after the Stream's segment).
+// attempts sorts the acquires of ops by key: a refusal is a failure; a
+// grant or an unknown outcome may have held the key from its call to its
+// completion (to end, if it has none, unless it was refused after the
+// Stream's segment), and a grant's hold (Holds) goes on from there.
 func (l Liveness) attempts(ops []history.Op, end int64) keyAttempts {
 	a := keyAttempts{ready: map[string]int64{}, spans: map[string][]busy{}, fails: map[string][]int64{}}
 	for _, p := range history.Pairs(ops) {
@@ -116,7 +122,7 @@ func (l Liveness) attempts(ops []history.Op, end int64) keyAttempts {
 		case c == nil && l.settled[inv.Process]:
 		case c == nil:
 			a.spans[inv.Key] = append(a.spans[inv.Key], busy{inv.Time, end})
-		case c.Type == history.Info:
+		case c.Type == history.Info || c.Type == history.OK:
 			a.spans[inv.Key] = append(a.spans[inv.Key], busy{inv.Time, c.Time})
 		case c.Type == history.Fail:
 			a.fails[inv.Key] = append(a.fails[inv.Key], c.Time)

@@ -282,7 +282,7 @@ type refStall struct {
 }
 
 // refDeadlocks is, by Liveness' definition, every stall of a key some
-// acquire failed on, ending at a grant, at the call of an acquire of
+// acquire failed on, ending at the call of an acquire granted or of
 // unknown outcome or at the end, begun at the latest of the key's first
 // acquire, the end of a span begun before it in which the key was held or
 // may have been, and the last nemesis action before it; flagged when longer
@@ -309,7 +309,7 @@ func refDeadlocks(ops []history.Op, allow int64) (map[refStall]bool, int64) {
 				switch {
 				case i+1 == len(pops):
 					spans = append(spans, [2]int64{op.Time, end})
-				case pops[i+1].Type == history.Info:
+				case pops[i+1].Type == history.Info || pops[i+1].Type == history.OK:
 					spans = append(spans, [2]int64{op.Time, pops[i+1].Time})
 				case pops[i+1].Type == history.Fail:
 					failed = true

@@ -11,9 +11,9 @@ import (
 // pendingStalls is a segment whose stalls wait to be judged. The grant at
 // its cut ends its last stall, as in the whole history, with every refusal
 // recorded at that instant counted, before the grant or after it. An
-// acquire it ended with in flight matters too: one of unknown outcome, or
-// none, may have taken the key from its call on, which ends a stall there;
-// one granted or refused after the cut took nothing before it.
+// acquire it ended with in flight matters too: one granted, one of unknown
+// outcome, or one with none may have taken the key from its call on, which
+// ends a stall there; one refused after the cut took nothing before it.
 type pendingStalls struct {
 	at       int      // the liveness checker's place in the checkers
 	liveness Liveness // as the segment is judged
@@ -39,7 +39,7 @@ func (s *Stream) resolve(op history.Op) {
 			switch {
 			case w.waiting[op.Process]:
 				delete(w.waiting, op.Process)
-				if op.Type == history.Info || refused && op.Time <= w.cut {
+				if !refused || op.Time <= w.cut {
 					w.ops = append(w.ops, quiet(op))
 				} else {
 					w.liveness.settled[op.Process] = true
