@@ -1,11 +1,14 @@
 package scenario
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/locktorture/locktorture/fault"
 )
@@ -175,5 +178,19 @@ func TestOldActionNamesStillRead(t *testing.T) {
 	}
 	if p[0].Do != "pause-node" {
 		t.Errorf("checking a plan renamed its steps")
+	}
+}
+
+// A run that ends while leader-failover waits for an election says so in
+// words: the kill-leader deed runs as a trap's Then, under its op's
+// context, and the gate kept the bare context error as the run's error
+// ("context canceled", a make run's leader-failover / curator whose
+// ensemble took 5 s to elect beside other pairs).
+func TestLeaderOfSaysTheRunEndedBeforeAnElection(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := leaderOf(ctx, &Env{}, "n3", time.Minute)
+	if err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "before a lock node other than n3 said it leads") {
+		t.Fatalf("got %v: want the run's end said in words", err)
 	}
 }

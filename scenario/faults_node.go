@@ -90,7 +90,8 @@ const electionWait = 15 * time.Second
 // ensemble, asked until one does or within has passed (an election may be
 // under way).
 func leaderOf(ctx context.Context, e *Env, not string, within time.Duration) (string, error) {
-	deadline := time.Now().Add(within)
+	began := time.Now()
+	deadline := began.Add(within)
 	for {
 		for _, name := range e.Nodes {
 			if name == not {
@@ -105,7 +106,15 @@ func leaderOf(ctx context.Context, e *Env, not string, within time.Duration) (st
 		}
 		select {
 		case <-ctx.Done():
-			return "", ctx.Err()
+			// Said in words, not as the context's error: a trap's Then
+			// runs under its op's context, which has not ended, and the
+			// run would end with a bare "context canceled".
+			who := "a lock node"
+			if not != "" {
+				who += " other than " + not
+			}
+			return "", fmt.Errorf("the run ended %s into the wait, before %s said it leads its ensemble",
+				time.Since(began).Round(time.Millisecond), who)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
