@@ -170,29 +170,37 @@ func TestReleaseWithinItsOwnLeaseIsNotForeign(t *testing.T) {
 	}
 }
 
+// inFlight is a history in which process 0 holds the key and releases it
+// at 6, process 1's acquire is in flight from 10 to 500 and ends as ends
+// says (none: no such acquire; a grant is released at once), process 2 is
+// refused try after try, and process 3 takes the key at 600.
+func inFlight(ends history.Type) h {
+	var x h
+	x.op(0, history.Acquire, "L", history.OK, 0, 5, nil)
+	x.op(0, history.Release, "L", history.OK, 6, 7, nil)
+	if ends != "" {
+		x.op(1, history.Acquire, "L", ends, 10, 500, nil)
+	}
+	if ends == history.OK {
+		x.op(1, history.Release, "L", history.OK, 505, 506, nil)
+	}
+	for t0 := int64(20); t0 < 580; t0 += 50 {
+		x.op(2, history.Acquire, "L", history.Fail, t0, t0+40, nil)
+	}
+	x.op(3, history.Acquire, "L", history.OK, 590, 600, nil)
+	return x
+}
+
 // An acquire of unknown outcome may have taken the key: until it completed
 // nobody can say the key was free, and from then its lease may run a TTL,
 // which the allowance covers.
 func TestLivenessAnUnknownAcquireMayHoldTheKey(t *testing.T) {
-	build := func(unknown bool) h {
-		var x h
-		x.op(0, history.Acquire, "L", history.OK, 0, 5, nil)
-		x.op(0, history.Release, "L", history.OK, 6, 7, nil)
-		if unknown {
-			x.op(1, history.Acquire, "L", history.Info, 10, 500, nil)
-		}
-		for t0 := int64(20); t0 < 580; t0 += 50 {
-			x.op(2, history.Acquire, "L", history.Fail, t0, t0+40, nil)
-		}
-		x.op(3, history.Acquire, "L", history.OK, 590, 600, nil)
-		return x
-	}
 	l := Liveness{Allowance: 200}
-	if v := l.Check(sorted(build(true))); v.Valid != Valid {
+	if v := l.Check(sorted(inFlight(history.Info))); v.Valid != Valid {
 		t.Errorf("process 1's acquire may have held the key until 500: %+v", v.Anomalies)
 	}
-	if v := l.Check(sorted(build(false))); v.Valid != Invalid || v.Anomalies[0].Start != 6 {
-		t.Errorf("free from 6 (process 0's release) to 600, and acquires failed: %+v", v)
+	if v := l.Check(sorted(inFlight(""))); v.Valid != Invalid || v.Anomalies[0].Start != 6 {
+		t.Errorf("free from 6 (process 0's release) to 590, and acquires failed: %+v", v)
 	}
 }
 
@@ -202,27 +210,11 @@ func TestLivenessAnUnknownAcquireMayHoldTheKey(t *testing.T) {
 // others out before the history shows it holding. The same acquire
 // refused took nothing, and the key was free from process 0's release.
 func TestLivenessAGrantedAcquireMayHoldTheKeyFromItsCall(t *testing.T) {
-	build := func(granted bool) h {
-		var x h
-		x.op(0, history.Acquire, "L", history.OK, 0, 5, nil)
-		x.op(0, history.Release, "L", history.OK, 6, 7, nil)
-		if granted {
-			x.op(1, history.Acquire, "L", history.OK, 10, 500, nil)
-			x.op(1, history.Release, "L", history.OK, 505, 506, nil)
-		} else {
-			x.op(1, history.Acquire, "L", history.Fail, 10, 500, nil)
-		}
-		for t0 := int64(20); t0 < 580; t0 += 50 {
-			x.op(2, history.Acquire, "L", history.Fail, t0, t0+40, nil)
-		}
-		x.op(3, history.Acquire, "L", history.OK, 590, 600, nil)
-		return x
-	}
 	l := Liveness{Allowance: 200}
-	if v := l.Check(sorted(build(true))); v.Valid != Valid {
+	if v := l.Check(sorted(inFlight(history.OK))); v.Valid != Valid {
 		t.Errorf("process 1's acquire may have held the key from 10: %+v", v.Anomalies)
 	}
-	if v := l.Check(sorted(build(false))); v.Valid != Invalid || v.Anomalies[0].Start != 6 || v.Anomalies[0].End != 590 {
+	if v := l.Check(sorted(inFlight(history.Fail))); v.Valid != Invalid || v.Anomalies[0].Start != 6 || v.Anomalies[0].End != 590 {
 		t.Errorf("free from 6 (process 0's release) to 590 (process 3's call), and acquires failed: %+v", v)
 	}
 }
