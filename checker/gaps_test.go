@@ -219,6 +219,37 @@ func TestLivenessAGrantedAcquireMayHoldTheKeyFromItsCall(t *testing.T) {
 	}
 }
 
+// A grant called while a fault lasts and answered after it heals is
+// measured from the fault's end, as a stall ended by its answer was: the
+// key may not come back while the fault lasts, and the refusals then are
+// no deadlock. With no fault, the same refusals are one.
+func TestLivenessAGrantCalledDuringAFaultIsExcusedByItsHeal(t *testing.T) {
+	build := func(fault bool) h {
+		var x h
+		x.op(0, history.Acquire, "L", history.OK, 0, 5, nil)
+		x.op(0, history.Release, "L", history.OK, 6, 7, nil)
+		if fault {
+			x.op(history.NemesisProcess, "partition-start", "", history.OK, 10, 10, nil)
+		}
+		for t0 := int64(20); t0 < 480; t0 += 50 {
+			x.op(2, history.Acquire, "L", history.Fail, t0, t0+40, nil)
+		}
+		x.add(1, history.Invoke, history.Acquire, "L", nil, 490, "")
+		if fault {
+			x.op(history.NemesisProcess, "partition-end", "", history.OK, 495, 495, nil)
+		}
+		x.add(1, history.OK, history.Acquire, "L", nil, 500, "")
+		return x
+	}
+	l := Liveness{Allowance: 200}
+	if v := l.Check(sorted(build(true))); v.Valid != Valid {
+		t.Errorf("the partition healed at 495, before the grant called at 490 was answered: %+v", v.Anomalies)
+	}
+	if v := l.Check(sorted(build(false))); v.Valid != Invalid || v.Anomalies[0].Start != 6 || v.Anomalies[0].End != 490 {
+		t.Errorf("no fault: free from 6 to 490 (process 1's call), and acquires failed: %+v", v)
+	}
+}
+
 // One stall is one anomaly, also when it ends with a grant at the very end
 // of the history (its call ends the stall).
 func TestLivenessReportsEachStallOnce(t *testing.T) {

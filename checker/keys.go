@@ -199,7 +199,7 @@ func beliefs(ops []history.Op, end int64) map[string]map[string]believed {
 			if spans[h.Key] == nil {
 				spans[h.Key] = map[string][]busy{}
 			}
-			spans[h.Key][l.token] = append(spans[h.Key][l.token], busy{h.Start, e})
+			spans[h.Key][l.token] = append(spans[h.Key][l.token], busy{start: h.Start, end: e})
 		}
 	}
 	out := map[string]map[string]believed{}

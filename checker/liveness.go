@@ -29,9 +29,14 @@ import (
 //     may have taken effect anywhere from its call on, and a holder whose
 //     answer comes late (its worker or its server starved of a core) keeps
 //     the others out while the history cannot yet show it holding;
-//   - the last nemesis action: the nemesis may legitimately make a key
-//     unreachable while a fault lasts, but once the last fault is undone
-//     the key must come back within the allowance.
+//   - the last nemesis action before the stall's end, or before the answer
+//     of the grant whose call ends it: the nemesis may legitimately make a
+//     key unreachable while a fault lasts, but once the last fault is
+//     undone the key must come back within the allowance (a grant called
+//     during a fault and answered after it is measured from the fault's
+//     end, as though the key came back at its answer; a fault begun after
+//     the call and before the answer excuses the stall all the same, a
+//     blind spot: the actions are not told apart by fault).
 //
 // It ends at the call of the next acquire that was granted or whose
 // outcome is unknown (either may have taken the key there), or at the end
@@ -44,7 +49,7 @@ type Liveness struct {
 	Allowance time.Duration
 	// start is when a Stream's segment began, at a grant: no stall of
 	// the segment begins before it; until, when a segment that is not
-	// the last ends, at the next grant, which ends its last stall.
+	// the last ends, at the next grant, whose call ends its last stall.
 	start, until int64
 	// settled are the processes whose acquire in flight at the end of a
 	// Stream's segment was refused after it: it took nothing before the
@@ -55,8 +60,11 @@ type Liveness struct {
 // Name is LivenessName.
 func (Liveness) Name() Name { return LivenessName }
 
-// busy is a span in which a key was held, or may have been.
-type busy struct{ start, end int64 }
+// busy is a span in which a key was held, or may have been. A stall its
+// start ends is excused by the nemesis's actions up to answered, when
+// later: a grant's answer, which may come after a fault healed, though the
+// grant may have taken the key at its call, during the fault.
+type busy struct{ start, end, answered int64 }
 
 // Check reports stalls longer than the allowance.
 func (l Liveness) Check(ops []history.Op) Verdict {
@@ -69,7 +77,7 @@ func (l Liveness) Check(ops []history.Op) Verdict {
 	v.Details.SlotRefusals = refusals
 	keys := l.attempts(ops, end)
 	for _, h := range Holds(ops) {
-		keys.spans[h.Key] = append(keys.spans[h.Key], busy{h.Start, h.End})
+		keys.spans[h.Key] = append(keys.spans[h.Key], busy{start: h.Start, end: h.End})
 	}
 	var longest int64
 	for _, k := range slices.Sorted(maps.Keys(keys.fails)) {
@@ -121,9 +129,11 @@ func (l Liveness) attempts(ops []history.Op, end int64) keyAttempts {
 		switch {
 		case c == nil && l.settled[inv.Process]:
 		case c == nil:
-			a.spans[inv.Key] = append(a.spans[inv.Key], busy{inv.Time, end})
-		case c.Type == history.Info || c.Type == history.OK:
-			a.spans[inv.Key] = append(a.spans[inv.Key], busy{inv.Time, c.Time})
+			a.spans[inv.Key] = append(a.spans[inv.Key], busy{start: inv.Time, end: end})
+		case c.Type == history.Info:
+			a.spans[inv.Key] = append(a.spans[inv.Key], busy{start: inv.Time, end: c.Time})
+		case c.Type == history.OK:
+			a.spans[inv.Key] = append(a.spans[inv.Key], busy{start: inv.Time, end: c.Time, answered: c.Time})
 		case c.Type == history.Fail:
 			a.fails[inv.Key] = append(a.fails[inv.Key], c.Time)
 		}
@@ -153,10 +163,14 @@ func (l Liveness) stalls(v *Verdict, k string, a keyAttempts, nemesisAt []int64,
 		} else if len(ss) > 0 && ss[len(ss)-1].start == end {
 			break
 		}
-		// A Stream's segment ends at a grant, which ends its last
-		// stall as a span does.
+		// A Stream's segment ends at a grant, whose call ends its last
+		// stall as a span's start does.
 		last := final && l.until == 0
-		from := max(busyUntil, lastBefore(nemesisAt, g))
+		excused := g
+		for j := i; j < len(ss) && ss[j].start == g; j++ {
+			excused = max(excused, ss[j].answered)
+		}
+		from := max(busyUntil, lastBefore(nemesisAt, excused))
 		for j := i; j < len(ss) && ss[j].start == g; j++ {
 			busyUntil = max(busyUntil, ss[j].end)
 		}

@@ -285,7 +285,8 @@ type refStall struct {
 // acquire failed on, ending at the call of an acquire granted or of
 // unknown outcome or at the end, begun at the latest of the key's first
 // acquire, the end of a span begun before it in which the key was held or
-// may have been, and the last nemesis action before it; flagged when longer
+// may have been, and the last nemesis action before it (before the answer
+// of a grant called at its end, if later); flagged when longer
 // than allow with an acquire failed after allow ran out. Also the longest
 // stall that ended, or the flagged one still on at the end.
 func refDeadlocks(ops []history.Op, allow int64) (map[refStall]bool, int64) {
@@ -300,6 +301,7 @@ func refDeadlocks(ops []history.Op, allow int64) (map[refStall]bool, int64) {
 		ready, failed := int64(math.MaxInt64), false
 		var spans [][2]int64
 		var fails []int64
+		answered := map[int64]int64{} // a grant's call → its answer
 		for _, pops := range procs {
 			for i, op := range pops {
 				if op.F != history.Acquire || op.Key != k || op.Type != history.Invoke {
@@ -309,8 +311,11 @@ func refDeadlocks(ops []history.Op, allow int64) (map[refStall]bool, int64) {
 				switch {
 				case i+1 == len(pops):
 					spans = append(spans, [2]int64{op.Time, end})
-				case pops[i+1].Type == history.Info || pops[i+1].Type == history.OK:
+				case pops[i+1].Type == history.Info:
 					spans = append(spans, [2]int64{op.Time, pops[i+1].Time})
+				case pops[i+1].Type == history.OK:
+					spans = append(spans, [2]int64{op.Time, pops[i+1].Time})
+					answered[op.Time] = max(answered[op.Time], pops[i+1].Time)
 				case pops[i+1].Type == history.Fail:
 					failed = true
 					fails = append(fails, pops[i+1].Time)
@@ -336,8 +341,12 @@ func refDeadlocks(ops []history.Op, allow int64) (map[refStall]bool, int64) {
 					from = max(from, s[1])
 				}
 			}
+			excused := max(g, answered[g])
+			if g == end && atEnd {
+				excused = g
+			}
 			for _, op := range ops {
-				if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.Time < g {
+				if op.Process == history.NemesisProcess && op.Type != history.Invoke && op.Time < excused {
 					from = max(from, op.Time)
 				}
 			}

@@ -33,11 +33,12 @@ import (
 //     and its last read and write, and judges its final value at the end;
 //   - fairness carries the grants that overtook a wait still in flight,
 //     counted once the wait ends, as a whole history counts them;
-//   - liveness judges a segment's stalls, which the grant ends, once the
-//     acquires it ended with in flight have their outcome (one of unknown
-//     outcome may have taken the key from its call on) and every refusal
-//     at the grant's instant is read; the next segment's first stall
-//     begins at the cut;
+//   - liveness judges a segment's stalls, which the grant's call ends,
+//     once the acquires it ended with in flight have their outcome (one
+//     granted or of unknown outcome may have taken the key from its call
+//     on), with the nemesis's actions until then, and every refusal at
+//     the grant's instant is read; the next segment's first stall begins
+//     at the cut;
 //   - stolen keys are judged with the releases and faults that ended since
 //     each node's last read before the cut: the observer sends a node's
 //     next read only once the one before is recorded, so no pair of

@@ -10,7 +10,8 @@ import (
 
 // pendingStalls is a segment whose stalls wait to be judged. The grant at
 // its cut ends its last stall, as in the whole history, with every refusal
-// recorded at that instant counted, before the grant or after it. An
+// recorded at that instant counted, before the grant or after it, and the
+// nemesis's actions until the acquires in flight are answered. An
 // acquire it ended with in flight matters too: one granted, one of unknown
 // outcome, or one with none may have taken the key from its call on, which
 // ends a stall there; one refused after the cut took nothing before it.
@@ -34,6 +35,11 @@ func (s *Stream) resolve(op history.Op) {
 	for _, w := range s.stalls {
 		if op.Time > w.cut {
 			w.closed = true
+		}
+		if op.Process == history.NemesisProcess && op.Type != history.Invoke && len(w.waiting) > 0 {
+			// A fault undone before a grant called in the segment is
+			// answered excuses the stall its call ends (Liveness).
+			w.ops = append(w.ops, quiet(op))
 		}
 		if op.Process >= 0 && op.F == history.Acquire && op.Type != history.Invoke {
 			switch {

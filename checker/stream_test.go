@@ -291,7 +291,6 @@ func TestStreamAgreesAtTheEdgesOfACut(t *testing.T) {
 		*x = append(*x, history.Op{Index: int64(len(*x)), Process: history.ObserverProcess, Type: history.OK, F: history.Observe, Key: "L",
 			Value: &history.Value{Token: token, Target: "n1", Prior: prior}, Time: at})
 	}
-	nem := &history.Value{Target: "all links", Site: &history.Site{All: true}}
 	cases := map[string]struct {
 		build func(x *h)
 		cs    []Checker
@@ -311,22 +310,21 @@ func TestStreamAgreesAtTheEdgesOfACut(t *testing.T) {
 			seen(x, 31, "t2", 21)
 			seen(x, 36, "t9", 23)
 		}, []Checker{StolenKeys{}}},
+		// A fault begun and undone after the cut, before the answer of a
+		// grant called before it: the segment before the cut reads the
+		// nemesis's actions until then, as the whole does.
+		"a fault between a cut and an earlier call's grant": {func(x *h) {
+			x.cycle(0, 0, 1, 2, 3)
+			refusedThenCalled(x)
+			x.cycle(3, 14, 15, 16, 17)
+			partitionThenGranted(x, 20, 25, 25, 30)
+		}, []Checker{Liveness{Allowance: 5}}},
 		// A partition longer than the allowance heals at the instant
-		// before the grant: the stall is the moment after it.
+		// before the grant's answer: the stall is the moment after it.
 		"a fault that ends just before the grant": {func(x *h) {
 			x.cycle(0, 0, 1, 2, 3)
-			x.add(history.NemesisProcess, history.Invoke, "partition-start", "", nem, 3, "")
-			x.add(history.NemesisProcess, history.OK, "partition-start", "", nem, 3, "")
-			x.add(1, history.Invoke, history.Acquire, "L", nil, 4, "")
-			x.add(1, history.Fail, history.Acquire, "L", nil, 6, "")
-			x.add(1, history.Invoke, history.Acquire, "L", nil, 7, "")
-			x.add(1, history.Fail, history.Acquire, "L", nil, 12, "")
-			x.add(2, history.Invoke, history.Acquire, "L", nil, 13, "")
-			x.add(history.NemesisProcess, history.Invoke, "partition-end", "", nem, 14, "")
-			x.add(history.NemesisProcess, history.OK, "partition-end", "", nem, 20, "")
-			x.add(2, history.OK, history.Acquire, "L", nil, 21, "")
-			x.add(2, history.Invoke, history.Release, "L", nil, 22, "")
-			x.add(2, history.OK, history.Release, "L", nil, 23, "")
+			refusedThenCalled(x)
+			partitionThenGranted(x, 3, 14, 20, 21)
 		}, []Checker{Liveness{Allowance: 5}}},
 		// A waiter refused at the grant's instant, after it: the whole
 		// counts the refusal for the stall the grant ends.
@@ -395,4 +393,28 @@ func TestRunsHoldTheirValues(t *testing.T) {
 			}
 		}
 	}
+}
+
+// refusedThenCalled adds process 1 refused twice, from 4 to 12, and
+// process 2's acquire called at 13.
+func refusedThenCalled(x *h) {
+	x.add(1, history.Invoke, history.Acquire, "L", nil, 4, "")
+	x.add(1, history.Fail, history.Acquire, "L", nil, 6, "")
+	x.add(1, history.Invoke, history.Acquire, "L", nil, 7, "")
+	x.add(1, history.Fail, history.Acquire, "L", nil, 12, "")
+	x.add(2, history.Invoke, history.Acquire, "L", nil, 13, "")
+}
+
+// partitionThenGranted adds a partition from start, its end called at
+// heal and done at healed, and process 2's acquire granted at grant and
+// released at once.
+func partitionThenGranted(x *h, start, heal, healed, grant int64) {
+	nem := &history.Value{Target: "all links", Site: &history.Site{All: true}}
+	x.add(history.NemesisProcess, history.Invoke, "partition-start", "", nem, start, "")
+	x.add(history.NemesisProcess, history.OK, "partition-start", "", nem, start, "")
+	x.add(history.NemesisProcess, history.Invoke, "partition-end", "", nem, heal, "")
+	x.add(history.NemesisProcess, history.OK, "partition-end", "", nem, healed, "")
+	x.add(2, history.OK, history.Acquire, "L", nil, grant, "")
+	x.add(2, history.Invoke, history.Release, "L", nil, grant+1, "")
+	x.add(2, history.OK, history.Release, "L", nil, grant+2, "")
 }
