@@ -452,3 +452,28 @@ func TestAHealKeepsItsPort(t *testing.T) {
 		t.Fatalf("the healed link could not reopen its port: %v", err)
 	}
 }
+
+// A node's port stays its own machine-wide until the node is closed: the
+// unit tests and the matrix start clusters side by side, and an etcd
+// member whose peer port another process's member was handed reached
+// that ensemble ("request cluster ID mismatch"). Another process's picker
+// tries the same claim before it takes a port.
+func TestANodesPortIsClaimedUntilItCloses(t *testing.T) {
+	holder := &process{kind: &Kind{}}
+	port, err := portPicker{}.pick(holder)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "@locktorture-node." + strconv.Itoa(port)
+	if l, err := net.Listen("unix", name); err == nil {
+		l.Close()
+		holder.close()
+		t.Fatalf("port %d was not claimed while its node lives", port)
+	}
+	holder.close()
+	l, err := net.Listen("unix", name)
+	if err != nil {
+		t.Fatalf("port %d still claimed after its node closed: %v", port, err)
+	}
+	l.Close()
+}

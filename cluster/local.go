@@ -95,7 +95,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 		taken := portPicker{}
 		for i, p := range procs {
 			var err error
-			if p.port, err = taken.pick(); err != nil {
+			if p.port, err = taken.pick(p); err != nil {
 				return nil, err
 			}
 			places[i] = Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir}
@@ -103,7 +103,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 				places[i].ID = i + 1
 			}
 			for range p.kind.PeerPorts {
-				port, err := taken.pick()
+				port, err := taken.pick(p)
 				if err != nil {
 					return nil, err
 				}
@@ -140,17 +140,33 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 
 // portPicker picks free ports, none twice: the kernel may hand a port it
 // just handed out again once its probe closed, so one start's ports are
-// kept apart.
+// kept apart, and each is claimed machine-wide for the process that
+// listens on it (claimNodePort), so another locktorture process's start
+// (make test runs the unit tests and the matrix side by side) cannot be
+// handed it too: before, an etcd member's peer port once reached another
+// ensemble's member ("request cluster ID mismatch").
 type portPicker map[int]bool
 
-func (taken portPicker) pick() (int, error) {
-	for {
+func (taken portPicker) pick(p *process) (int, error) {
+	for range 100 {
 		port, err := FreePort()
-		if err != nil || !taken[port] {
-			taken[port] = true
-			return port, err
+		if err != nil {
+			return 0, err
 		}
+		if taken[port] {
+			continue
+		}
+		claim, err := net.Listen("unix", "@locktorture-node."+strconv.Itoa(port))
+		if err != nil {
+			continue // another locktorture process's node holds it
+		}
+		taken[port] = true
+		p.mu.Lock()
+		p.claims = append(p.claims, claim)
+		p.mu.Unlock()
+		return port, nil
 	}
+	return 0, errors.New("cluster: no free port that no other locktorture node holds")
 }
 
 // startTogether launches every process before it waits for any, and
@@ -274,6 +290,9 @@ type process struct {
 	exited chan struct{}
 	paused bool
 	aof    *aofSampler
+	// claims hold the process's ports machine-wide until it is closed
+	// (portPicker): a restart listens on them again.
+	claims []net.Listener
 }
 
 func (s *process) Addr() string     { return "127.0.0.1:" + strconv.Itoa(s.port) }
@@ -607,6 +626,10 @@ func (s *process) close() {
 	if s.aof != nil {
 		s.aof.close()
 	}
+	for _, c := range s.claims {
+		c.Close()
+	}
+	s.claims = nil
 }
 
 func (s *process) SetClockOffset(d time.Duration) error { return writeClockFile(s.clockFile, d) }

@@ -209,10 +209,11 @@ func TestZooKeeperTakenElectionPortIsAddrInUse(t *testing.T) {
 
 // freePorts picks n distinct free ports, as a start does.
 func freePorts(t *testing.T, n int) []int {
-	taken := portPicker{}
+	taken, holder := portPicker{}, &process{kind: &Kind{}}
+	t.Cleanup(holder.close)
 	out := make([]int, n)
 	for i := range out {
-		port, err := taken.pick()
+		port, err := taken.pick(holder)
 		if err != nil {
 			t.Fatal(err)
 		}
