@@ -460,7 +460,7 @@ func TestAHealKeepsItsPort(t *testing.T) {
 // tries the same claim before it takes a port.
 func TestANodesPortIsClaimedUntilItCloses(t *testing.T) {
 	holder := &process{kind: &Kind{}}
-	port, err := portPicker{}.pick(holder)
+	port, err := portPicker{}.pick(&holder.claims)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,10 +91,8 @@ func linkPorts() (lo, hi int) {
 // linkRange is where links listen (linkPorts; a test narrows it).
 var linkRange = linkPorts
 
-// linkPort is a free port of linkRange, drawn at random, with its claim: a
-// name in Linux's abstract unix-socket namespace ("locktorture-link.PORT",
-// held as the machine-wide room holds its seats) that every locktorture
-// process takes before it takes a port and that the link holds while it
+// linkPort is a free port of linkRange, drawn at random, with its claim
+// (claimPort, "locktorture-link.PORT"), which the link holds while it
 // lives. Every process draws from the same range, and a heal closes its
 // link's listener and reopens it on the same port: without the claim,
 // another run's link (in this process or another) could draw the port in
@@ -104,7 +102,7 @@ func linkPort() (int, net.Listener, error) {
 	lo, hi := linkRange()
 	for range 100 {
 		port := lo + rand.IntN(hi-lo)
-		claim, err := net.Listen("unix", "@locktorture-link."+strconv.Itoa(port))
+		claim, err := claimPort("link", port)
 		if err != nil {
 			continue // another link's, perhaps one being healed
 		}

@@ -95,7 +95,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 		taken := portPicker{}
 		for i, p := range procs {
 			var err error
-			if p.port, err = taken.pick(p); err != nil {
+			if p.port, err = taken.pick(&p.claims); err != nil {
 				return nil, err
 			}
 			places[i] = Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir}
@@ -103,7 +103,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 				places[i].ID = i + 1
 			}
 			for range p.kind.PeerPorts {
-				port, err := taken.pick(p)
+				port, err := taken.pick(&p.claims)
 				if err != nil {
 					return nil, err
 				}
@@ -141,13 +141,16 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 // portPicker picks free ports, none twice: the kernel may hand a port it
 // just handed out again once its probe closed, so one start's ports are
 // kept apart, and each is claimed machine-wide for the process that
-// listens on it (claimNodePort), so another locktorture process's start
+// listens on it (claimPort, "locktorture-node.PORT"), so another
+// locktorture process's start
 // (make test runs the unit tests and the matrix side by side) cannot be
 // handed it too: before, an etcd member's peer port once reached another
 // ensemble's member ("request cluster ID mismatch").
 type portPicker map[int]bool
 
-func (taken portPicker) pick(p *process) (int, error) {
+// pick returns a port, its claim added to claims (the process's, which
+// it holds until it is closed).
+func (taken portPicker) pick(claims *[]net.Listener) (int, error) {
 	for range 100 {
 		port, err := FreePort()
 		if err != nil {
@@ -156,14 +159,12 @@ func (taken portPicker) pick(p *process) (int, error) {
 		if taken[port] {
 			continue
 		}
-		claim, err := net.Listen("unix", "@locktorture-node."+strconv.Itoa(port))
+		claim, err := claimPort("node", port)
 		if err != nil {
 			continue // another locktorture process's node holds it
 		}
 		taken[port] = true
-		p.mu.Lock()
-		p.claims = append(p.claims, claim)
-		p.mu.Unlock()
+		*claims = append(*claims, claim)
 		return port, nil
 	}
 	return 0, errors.New("cluster: no free port that no other locktorture node holds")

@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -48,6 +49,15 @@ func StartProcess(cmd *exec.Cmd) error {
 	done := make(chan error, 1)
 	spawnReq <- spawnRequest{cmd: cmd, done: done}
 	return <-done
+}
+
+// claimPort claims port machine-wide for one of locktorture's own listeners
+// (what: "link" or "node"): a name in Linux's abstract unix-socket
+// namespace, "locktorture-WHAT.PORT", held as the machine-wide room holds
+// its seats. Every locktorture process takes the claim before it takes the
+// port and keeps it while the port is in use; an error means another has.
+func claimPort(what string, port int) (net.Listener, error) {
+	return net.Listen("unix", "@locktorture-"+what+"."+strconv.Itoa(port))
 }
 
 // FreePort asks the kernel for a free loopback TCP port. Another process can

@@ -213,7 +213,7 @@ func freePorts(t *testing.T, n int) []int {
 	t.Cleanup(holder.close)
 	out := make([]int, n)
 	for i := range out {
-		port, err := taken.pick(holder)
+		port, err := taken.pick(&holder.claims)
 		if err != nil {
 			t.Fatal(err)
 		}
