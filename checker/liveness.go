@@ -166,14 +166,12 @@ func (l Liveness) stalls(v *Verdict, k string, a keyAttempts, nemesisAt []int64,
 		// A Stream's segment ends at a grant, whose call ends its last
 		// stall as a span's start does.
 		last := final && l.until == 0
-		excused := g
+		excused, reach := g, busyUntil
 		for j := i; j < len(ss) && ss[j].start == g; j++ {
-			excused = max(excused, ss[j].answered)
+			excused, reach = max(excused, ss[j].answered), max(reach, ss[j].end)
 		}
 		from := max(busyUntil, lastBefore(nemesisAt, excused))
-		for j := i; j < len(ss) && ss[j].start == g; j++ {
-			busyUntil = max(busyUntil, ss[j].end)
-		}
+		busyUntil = reach
 		if g <= from {
 			continue
 		}
