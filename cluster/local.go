@@ -89,6 +89,14 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 		}
 		procs[i] = p
 	}
+	// A start that fails before its processes launch gives their ports
+	// back (a launched one's close does).
+	unclaim := func(err error) ([]Server, error) {
+		for _, p := range procs {
+			p.unclaim()
+		}
+		return nil, err
+	}
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
 		places := make([]Place, len(procs))
@@ -96,7 +104,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 		for i, p := range procs {
 			var err error
 			if p.port, err = taken.pick(&p.claims); err != nil {
-				return nil, err
+				return unclaim(err)
 			}
 			places[i] = Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir}
 			if ensemble {
@@ -105,7 +113,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 			for range p.kind.PeerPorts {
 				port, err := taken.pick(&p.claims)
 				if err != nil {
-					return nil, err
+					return unclaim(err)
 				}
 				places[i].PeerPorts = append(places[i].PeerPorts, port)
 			}
@@ -118,7 +126,7 @@ func (b *local) start(ctx context.Context, specs []ServerSpec, ensemble bool) ([
 			}
 			var err error
 			if p.args, err = p.kind.Args(p.spec, at); err != nil {
-				return nil, err
+				return unclaim(err)
 			}
 		}
 		if lastErr = startTogether(ctx, procs); lastErr == nil {
@@ -627,6 +635,17 @@ func (s *process) close() {
 	if s.aof != nil {
 		s.aof.close()
 	}
+	s.unclaimLocked()
+}
+
+// unclaim gives the process's ports back (portPicker).
+func (s *process) unclaim() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unclaimLocked()
+}
+
+func (s *process) unclaimLocked() {
 	for _, c := range s.claims {
 		c.Close()
 	}
