@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/locktorture/locktorture/fault"
+	"github.com/locktorture/locktorture/nemesis"
 )
 
 // everyAction is every action once, by the name it goes by.
@@ -185,12 +185,17 @@ func TestOldActionNamesStillRead(t *testing.T) {
 // words: the kill-leader deed runs as a trap's Then, under its op's
 // context, and the gate kept the bare context error as the run's error
 // ("context canceled", a make run's leader-failover / curator whose
-// ensemble took 5 s to elect beside other pairs).
+// ensemble took 5 s to elect beside other pairs). It still wraps the
+// context's error, so a schedule's step run under the context that ended
+// is cut short by it, as before (nemesis.CutShort).
 func TestLeaderOfSaysTheRunEndedBeforeAnElection(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := leaderOf(ctx, &Env{}, "n3", time.Minute)
-	if err == nil || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "before a lock node other than n3 said it leads") {
+	if err == nil || !strings.Contains(err.Error(), "before a lock node other than n3 said it leads") {
 		t.Fatalf("got %v: want the run's end said in words", err)
+	}
+	if nemesis.CutShort(ctx, err) != nil {
+		t.Fatalf("a step's wait cut short by the run's end is an error: %v", err)
 	}
 }

@@ -106,15 +106,17 @@ func leaderOf(ctx context.Context, e *Env, not string, within time.Duration) (st
 		}
 		select {
 		case <-ctx.Done():
-			// Said in words, not as the context's error: a trap's Then
-			// runs under its op's context, which has not ended, and the
-			// run would end with a bare "context canceled".
+			// Said in words around the context's error: a trap's Then
+			// runs under its op's context, which has not ended, so the
+			// gate keeps the error as the run's, and a bare "context
+			// canceled" would say nothing; a schedule's step, run under
+			// the context that ended, is cut short by it (CutShort).
 			who := "a lock node"
 			if not != "" {
 				who += " other than " + not
 			}
-			return "", fmt.Errorf("the run ended %s into the wait, before %s said it leads its ensemble",
-				time.Since(began).Round(time.Millisecond), who)
+			return "", fmt.Errorf("the run ended %s into the wait, before %s said it leads its ensemble: %w",
+				time.Since(began).Round(time.Millisecond), who, ctx.Err())
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
