@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -197,5 +198,45 @@ func TestLeaderOfSaysTheRunEndedBeforeAnElection(t *testing.T) {
 	}
 	if nemesis.CutShort(ctx, err) != nil {
 		t.Fatalf("a step's wait cut short by the run's end is an error: %v", err)
+	}
+}
+
+// A trap's actions run under its op's context, which the run's end need
+// not have ended: one that fails because the schedule's context ended (a
+// restart's or an election's wait) is cut short as a step is, not the
+// run's error; one that fails of itself still is.
+func TestATrapsActionsAreCutShortByTheRunsEnd(t *testing.T) {
+	waits := ActionKind{Name: "test-wait", compile: simple("wait for the run's end", func(c *compiler) error {
+		<-c.background().Done()
+		return fmt.Errorf("waited: %w", c.background().Err())
+	})}
+	fails := ActionKind{Name: "test-fail", compile: simple("fail", func(*compiler) error { return errors.New("no such node") })}
+	actions[waits.Name], actions[fails.Name] = waits, fails
+	defer delete(actions, waits.Name)
+	defer delete(actions, fails.Name)
+	run, end := context.WithCancel(context.Background())
+	c := &compiler{e: &Env{Clients: []string{"c0", "c1"}}, bg: run}
+	trap := func(do string) nemesis.Trap {
+		set, _, err := c.trap("t", &Trap{Point: "p", Client: "0", Then: []Action{{Do: do}}, Wake: []Action{{Do: do}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := set(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr
+	}
+	end()
+	op := context.Background() // the caught op's, not ended
+	w := trap(waits.Name)
+	if err := w.Then(op, 0, 0); err != nil {
+		t.Errorf("then: %v, want the run's end to cut it short", err)
+	}
+	if err := w.After(op, 0, 0); err != nil {
+		t.Errorf("wake: %v, want the run's end to cut it short", err)
+	}
+	if err := trap(fails.Name).Then(op, 0, 0); err == nil {
+		t.Error("then: an action's own failure must stay the run's error")
 	}
 }
