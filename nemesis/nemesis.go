@@ -214,6 +214,14 @@ func CutShort(ctx context.Context, err error) error {
 	return err
 }
 
+// Untold notes that a fault's own course (what, on node, waited on for
+// took) had not run when the run ended: the story did not happen as told,
+// and the run is starved, not judged.
+func (n *Nemesis) Untold(what, node string, took time.Duration) error {
+	return record(n.rec, fault.Starved, &history.Value{Target: fmt.Sprintf("%s, %s after the wait began", what, took.Round(time.Millisecond)),
+		Duration: int64(took), Site: &history.Site{Node: node}}, nil)
+}
+
 // Opening splits off the steps at offset zero, the story's setting (a
 // replication link cut, clients split across nodes), from the rest. A run
 // takes the opening before any client moves, so how long a backend takes

@@ -20,14 +20,6 @@ func (n *Nemesis) Late(replica string, took, bound time.Duration) error {
 		Duration: int64(took - bound), Site: &history.Site{Node: replica}}, nil)
 }
 
-// Untold notes that a fault's own course (what, on node, waited on for
-// took) had not run when the run ended: the story did not happen as told,
-// and the run is starved, not judged.
-func (n *Nemesis) Untold(what, node string, took time.Duration) error {
-	return record(n.rec, fault.Starved, &history.Value{Target: fmt.Sprintf("%s, %s after the wait began", what, took.Round(time.Millisecond)),
-		Duration: int64(took), Site: &history.Site{Node: node}}, nil)
-}
-
 // AwaitSentinelPromotion waits, at most within, until the sentinels name
 // replica the master and the replica says it is one, and records that as
 // the promotion, at the moment the harness saw it. Sentinel fails over on
