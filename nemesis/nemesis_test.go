@@ -495,6 +495,46 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	}
 }
 
+// A trap with no pause to cut but told to let its holder go on inside its
+// lease (a slot moved while the holder waits at its write) is starved
+// where its actions ran past that point, and not where they did not.
+func TestATrapsActionsPastItsPointInTheLeaseStarveTheRun(t *testing.T) {
+	rec := history.NewRecorder(nil, 0)
+	g := nemesis.NewGate(rec)
+	lease := func(process int, left time.Duration) {
+		inv := rec.Invoke(process, history.Acquire, "k", nil)
+		rec.Complete(inv, history.OK, &history.Value{Deadline: rec.Now() + int64(left)}, nil)
+	}
+	starved := func() int {
+		n := 0
+		for _, op := range rec.Ops() {
+			if op.F == string(fault.Starved) && op.Type == history.OK {
+				n++
+			}
+		}
+		return n
+	}
+	slow := func(context.Context, int, int) error { time.Sleep(300 * time.Millisecond); return nil }
+	// 300 ms of work in a 2 s lease, to end 500 ms inside it: room to spare.
+	lease(0, 2*time.Second)
+	g.Arm(nemesis.Trap{Point: "p", Client: 0, InLease: 500 * time.Millisecond, Then: slow})
+	if err := g.At(ctx, 0, 0, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if n := starved(); n != 0 {
+		t.Fatalf("%d starved ops with 1.2 s to spare", n)
+	}
+	// The same work in a 600 ms lease ends past its point 500 ms inside.
+	lease(1, 600*time.Millisecond)
+	g.Arm(nemesis.Trap{Point: "p", Client: 1, InLease: 500 * time.Millisecond, Then: slow})
+	if err := g.At(ctx, 1, 1, "p"); err != nil {
+		t.Fatal(err)
+	}
+	if n := starved(); n != 1 {
+		t.Errorf("%d starved ops, want 1 for the work that ran past the holder's point in its lease", n)
+	}
+}
+
 // An eviction fills the node past its maxmemory until it refuses a
 // write: under volatile-lru it evicts the one key with a TTL (the lock's),
 // never the counter without one, and takes its filler keys away after.

@@ -73,7 +73,7 @@ func (g *Gate) waitThaw(ctx context.Context, client int) time.Duration {
 
 // pauseFor is how long trap t pauses process now that Then has run: Pause,
 // cut to end InLease before the process's lease, and recorded as starved
-// where that leaves less than MinPause.
+// where that leaves less than MinPause, or where Then ran past that point.
 func (g *Gate) pauseFor(t Trap, process int, target string, site *history.Site) time.Duration {
 	if t.InLease <= 0 {
 		return t.Pause
@@ -84,6 +84,11 @@ func (g *Gate) pauseFor(t Trap, process int, target string, site *history.Site) 
 	}
 	left := time.Duration(deadline-g.rec.Now()) - t.InLease
 	pause := max(0, min(t.Pause, left))
+	if left < 0 && t.MinPause == 0 {
+		_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf(
+			"%s came out of the trap's actions %s past the point %s inside its lease where the story lets it go on",
+			target, (-left).Round(time.Millisecond), t.InLease), Duration: int64(-left), Site: site}, nil)
+	}
 	if pause < t.MinPause {
 		_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf(
 			"the pause of %s could last only %s to end %s inside its lease, and the story needs %s",

@@ -33,7 +33,9 @@ type Trap struct {
 	// client holds runs out (its acquire's recorded deadline), however long
 	// Then took: a story whose holder must wake inside its own lease keeps
 	// that order on a machine where a restart is slow. Pause is then the
-	// longest the pause lasts.
+	// longest the pause lasts. Where Then itself ran past that point, the
+	// holder no longer holds as its story tells, and the run is recorded
+	// starved (fault.Starved), even with no pause to cut.
 	InLease time.Duration
 	// Outlast, when set, lets the pause go on past Pause, up to Outlast
 	// more, until a write has been answered since the trap sprang (the
