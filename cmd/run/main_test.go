@@ -708,6 +708,35 @@ func TestTimeLeftRunsPairsSideBySideAndAloneOnesByThemselves(t *testing.T) {
 	}
 }
 
+// A pair's expected overhead is learned from the pairs of its own server
+// kind: ZooKeeper's, which a matrix begins with and whose JVMs start in
+// seconds, do not make the Redis pairs after them look slow.
+func TestTheEstimateLearnsByServerKind(t *testing.T) {
+	s := time.Second
+	plan := []pairPlan{{scenario: "baseline", lock: "zk", kind: "zookeeper", limit: 3 * s, take: 2},
+		{scenario: "baseline", lock: "curator", kind: "zookeeper", limit: 3 * s, take: 2},
+		{scenario: "baseline", lock: "set-nx-px", kind: "redis", limit: 2 * s}}
+	var out, errb bytes.Buffer
+	tr := newTracker(&out, &errb, plan, 2, 4, false, false)
+	now := time.Unix(1000, 0)
+	tr.mu.Lock()
+	tr.now = func() time.Time { return now }
+	tr.begun = now
+	tr.mu.Unlock()
+	tr.begin(0)
+	now = now.Add(5 * s) // its ensemble serves
+	tr.progress(0)(engine.Progress{TimeLimit: 3 * s})
+	now = now.Add(4 * s)
+	tr.finish(0, &engine.Result{Started: time.Unix(1000, 0), Judgement: verdict.Judgement{Matched: true}}, nil, nil, now)
+	tr.stop()
+	if got := tr.expected(plan[2]); got != priorOverhead {
+		t.Errorf("a Redis pair after a ZooKeeper pair: expected overhead %v, want the prior %v", got, priorOverhead)
+	}
+	if got := tr.expected(plan[1]); got.startup <= priorOverhead.startup {
+		t.Errorf("a ZooKeeper pair after one that took 5 s to start: expected start-up %s, want more than the prior's", got.startup)
+	}
+}
+
 // trackTwo is a tracker of two pairs on a clock the test moves, with the
 // first pair ended as res.
 func trackTwo(t *testing.T, live, verbose bool, res *engine.Result) (string, *tracker) {
@@ -761,8 +790,8 @@ func TestPairPrintsItsBlockOnlyWhenNotMatchedOrVerbose(t *testing.T) {
 	if tr.use[1].seats != 2 {
 		t.Fatalf("an alone story holds every seat, got %d", tr.use[1].seats)
 	}
-	if len(tr.seen) != 1 || tr.seen[0].startup != 400*time.Millisecond {
-		t.Fatalf("learned %+v, want a start-up of 400ms", tr.seen)
+	if seen := tr.seenByLock["redsync"]; len(seen) != 1 || seen[0].startup != 400*time.Millisecond {
+		t.Fatalf("learned %+v, want a start-up of 400ms", seen)
 	}
 	// Nothing ran beside it, yet it waited 100ms for its seat: that is
 	// learned as a wait other processes cause.

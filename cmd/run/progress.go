@@ -69,12 +69,15 @@ func (o overhead) total() time.Duration { return o.startup + o.windup }
 var priorOverhead = overhead{startup: 250 * time.Millisecond, windup: 500 * time.Millisecond}
 
 // expectOverhead is what a run of a lock is expected to take beyond its
-// time limit: the mean of every run seen so far (all), with the prior
-// counted as one more run so the first few do not swing it, and then the
-// mean of this lock's own runs (mine), with that counted as one more:
-// locks differ in how many nodes they start and how long their histories
-// take to check.
-func expectOverhead(prior overhead, all, mine []overhead) overhead {
+// time limit: the mean of the runs of its server kind seen so far (kind),
+// with the prior counted as one more run so the first few do not swing
+// it, and then the mean of this lock's own runs (mine), with that counted
+// as one more: locks differ in how many nodes they start and how long
+// their histories take to check. Kinds are not mixed: a matrix begins
+// with ZooKeeper's pairs, whose three JVMs start in seconds, and their
+// mean laid over the hundreds of Redis pairs to come said 39 minutes were
+// left where 24 were.
+func expectOverhead(prior overhead, kind, mine []overhead) overhead {
 	mean := func(start overhead, obs []overhead) overhead {
 		sum := start
 		for _, o := range obs {
@@ -84,7 +87,7 @@ func expectOverhead(prior overhead, all, mine []overhead) overhead {
 		n := time.Duration(len(obs) + 1)
 		return overhead{sum.startup / n, sum.windup / n}
 	}
-	return mean(mean(prior, all), mine)
+	return mean(mean(prior, kind), mine)
 }
 
 // job is a pair as the estimate of the time left sees it.
@@ -362,7 +365,7 @@ type tracker struct {
 	runs        map[int]*pairRun
 	done, total int
 	again       bool
-	seen        []overhead
+	seenByKind  map[string][]overhead
 	seenByLock  map[string][]overhead
 	// waited lists the unforeseen waits for seats, apart for the stories
 	// that run alone (they wait for every other run on the machine) and
@@ -378,7 +381,7 @@ type tracker struct {
 // live draws a status line on out, redrawn twice a second until stop.
 func newTracker(out, errOut io.Writer, plan []pairPlan, parallel, seats int, live, verbose bool) *tracker {
 	t := &tracker{out: out, errOut: errOut, live: live, verbose: verbose, plan: plan, parallel: parallel, seats: seats,
-		now: time.Now, runs: map[int]*pairRun{}, seenByLock: map[string][]overhead{}, waited: map[bool][]time.Duration{}, use: make([]seatUse, len(plan)),
+		now: time.Now, runs: map[int]*pairRun{}, seenByKind: map[string][]overhead{}, seenByLock: map[string][]overhead{}, waited: map[bool][]time.Duration{}, use: make([]seatUse, len(plan)),
 		total: len(plan)}
 	t.begun = t.now()
 	for i, p := range plan {
@@ -431,7 +434,7 @@ func (t *tracker) runAgain(pairs []int) {
 
 // expected is what pair p is expected to take beyond its time limit.
 func (t *tracker) expected(p pairPlan) overhead {
-	return expectOverhead(priorOverhead, t.seen, t.seenByLock[p.lock])
+	return expectOverhead(priorOverhead, t.seenByKind[p.kind], t.seenByLock[p.lock])
 }
 
 // estimate is how long the whole matrix is expected to take, before it
@@ -518,7 +521,7 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 			u.judge += freed.Sub(r.ready) - story
 			u.reports += now.Sub(freed)
 			if err == nil {
-				t.seen = append(t.seen, o)
+				t.seenByKind[p.kind] = append(t.seenByKind[p.kind], o)
 				t.seenByLock[p.lock] = append(t.seenByLock[p.lock], o)
 			}
 		}
