@@ -100,8 +100,10 @@ const (
 	// hands the slot to the target (SETSLOT NODE): the source now sends
 	// every client there (MOVED). Value.Target says how many keys moved.
 	MigrateEnd Op = "migrate-end"
-	// Starved notes a pause the gate could not fit where its story needs
-	// it: a word on the run, not a fault.
+	// Starved notes that the story did not happen as told: a pause the
+	// gate could not fit where its story needs it, a holder the trap's
+	// actions kept past its point in its lease, a failover or an election
+	// later than the story allows. A word on the run, not a fault.
 	Starved Op = "starved"
 )
 

@@ -134,10 +134,11 @@ func works(f fault.Op) bool {
 	return f == fault.Restart || f == fault.SaveFail || f == fault.SaveMend || f == fault.Evict
 }
 
-// Unfitted says in one line which faults the gate could not fit where
-// their story needs them (fault.Starved notes), or "" when it fitted
-// them all. Such a story did not happen as told, whatever the checkers
-// found: a pause cut short tests less than the story claims.
+// Unfitted says in one line what of the story did not happen as told
+// (fault.Starved notes: a pause the gate could not fit, a failover or an
+// election later than the story allows), or "" when nothing was noted.
+// Such a story did not happen as told, whatever the checkers found: a
+// pause cut short tests less than the story claims.
 func Unfitted(ops []history.Op) string {
 	var parts []string
 	for _, op := range ops {

@@ -216,7 +216,7 @@ func CutShort(ctx context.Context, err error) error {
 
 // Untold notes that a fault's own course (what, on node, waited on for
 // took) had not run when the run ended: the story did not happen as told,
-// and the run is starved, not judged.
+// and the run's outcome is starved, whatever the checkers found.
 func (n *Nemesis) Untold(what, node string, took time.Duration) error {
 	return record(n.rec, fault.Starved, &history.Value{Target: fmt.Sprintf("%s, %s after the wait began", what, took.Round(time.Millisecond)),
 		Duration: int64(took), Site: &history.Site{Node: node}}, nil)

@@ -86,7 +86,7 @@ func (g *Gate) pauseFor(t Trap, process int, target string, site *history.Site) 
 	pause := max(0, min(t.Pause, left))
 	if left < 0 && t.MinPause == 0 {
 		_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf(
-			"%s came out of the trap's actions %s past the point %s inside its lease where the story lets it go on",
+			"%s was %s past the point %s inside its lease where the story lets it go on, once the trap's actions were done",
 			target, (-left).Round(time.Millisecond), t.InLease), Duration: int64(-left), Site: site}, nil)
 	}
 	if pause < t.MinPause {

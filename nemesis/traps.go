@@ -135,7 +135,10 @@ func (t Trap) String() string {
 	if t.Outlast > 0 {
 		what += fmt.Sprintf(" (up to %s more until another client has written)", t.Outlast)
 	}
-	if t.InLease > 0 {
+	switch {
+	case t.InLease > 0 && t.Pause == 0:
+		what += fmt.Sprintf(" (its actions done at least %s before its lease ends)", t.InLease)
+	case t.InLease > 0:
 		what += fmt.Sprintf(" (at most to %s before its lease ends)", t.InLease)
 	}
 	who := "the next client"

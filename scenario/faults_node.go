@@ -79,7 +79,7 @@ func killLeader(c *compiler) error {
 	}
 	killed := time.Now()
 	_, err = leaderOf(ctx, c.e, leader, electionWait)
-	if err != nil && ctx.Err() != nil {
+	if err != nil && nemesis.CutShort(ctx, err) == nil {
 		// The story waits for the election before the holder goes on;
 		// one that outlasts the run leaves it untold, on a machine too
 		// busy to elect (idle: hundreds of milliseconds): starved, and

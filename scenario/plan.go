@@ -358,8 +358,8 @@ func (c *compiler) trap(path string, t *Trap) (func(caught int) (nemesis.Trap, e
 		}
 		// A trap's actions run under its op's context, which the run's
 		// end need not have ended; one that waits in the schedule's
-		// context (a restart, an election) is cut short by the run's end
-		// as a step is, not an error of the run's.
+		// context (kill-leader's election, heal-all's restarts) is cut
+		// short by the run's end as a step is, not an error of the run's.
 		if then != nil {
 			out.Then = func(ctx context.Context, client, _ int) error {
 				return nemesis.CutShort(c.background(), then(ctx, client))
