@@ -440,16 +440,19 @@ func TestGatePausesStallsAndCrashesAtPoints(t *testing.T) {
 	}
 }
 
+// granted records process granted a lease of key k with left of it to run.
+func granted(rec *history.Recorder, process int, left time.Duration) {
+	inv := rec.Invoke(process, history.Acquire, "k", nil)
+	rec.Complete(inv, history.OK, &history.Value{Deadline: rec.Now() + int64(left)}, nil)
+}
+
 // A pause told to end inside the holder's lease ends there however long
 // the work before it took, and a pause cut below what its story needs is
 // on record as starved.
 func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 	rec := history.NewRecorder(nil, 0)
 	g := nemesis.NewGate(rec)
-	lease := func(process int, left time.Duration) {
-		inv := rec.Invoke(process, history.Acquire, "k", nil)
-		rec.Complete(inv, history.OK, &history.Value{Deadline: rec.Now() + int64(left)}, nil)
-	}
+	lease := func(process int, left time.Duration) { granted(rec, process, left) }
 	// Seconds, not tens of milliseconds: the margins below leave room for
 	// a machine busy with stories to run the work and the timers late.
 	lease(0, 2*time.Second)
@@ -501,10 +504,7 @@ func TestGatePauseEndsInsideTheHoldersLease(t *testing.T) {
 func TestATrapsActionsPastItsPointInTheLeaseStarveTheRun(t *testing.T) {
 	rec := history.NewRecorder(nil, 0)
 	g := nemesis.NewGate(rec)
-	lease := func(process int, left time.Duration) {
-		inv := rec.Invoke(process, history.Acquire, "k", nil)
-		rec.Complete(inv, history.OK, &history.Value{Deadline: rec.Now() + int64(left)}, nil)
-	}
+	lease := func(process int, left time.Duration) { granted(rec, process, left) }
 	starved := func() int {
 		n := 0
 		for _, op := range rec.Ops() {
@@ -515,23 +515,20 @@ func TestATrapsActionsPastItsPointInTheLeaseStarveTheRun(t *testing.T) {
 		return n
 	}
 	slow := func(context.Context, int, int) error { time.Sleep(300 * time.Millisecond); return nil }
-	// 300 ms of work in a 2 s lease, to end 500 ms inside it: room to spare.
-	lease(0, 2*time.Second)
-	g.Arm(nemesis.Trap{Point: "p", Client: 0, InLease: 500 * time.Millisecond, Then: slow})
-	if err := g.At(ctx, 0, 0, "p"); err != nil {
-		t.Fatal(err)
-	}
-	if n := starved(); n != 0 {
-		t.Fatalf("%d starved ops with 1.2 s to spare", n)
-	}
-	// The same work in a 600 ms lease ends past its point 500 ms inside.
-	lease(1, 600*time.Millisecond)
-	g.Arm(nemesis.Trap{Point: "p", Client: 1, InLease: 500 * time.Millisecond, Then: slow})
-	if err := g.At(ctx, 1, 1, "p"); err != nil {
-		t.Fatal(err)
-	}
-	if n := starved(); n != 1 {
-		t.Errorf("%d starved ops, want 1 for the work that ran past the holder's point in its lease", n)
+	// 300 ms of work, to end 500 ms inside the lease: in a 2 s lease with
+	// room to spare, in a 600 ms one past that point.
+	for process, c := range []struct {
+		lease   time.Duration
+		starved int
+	}{{2 * time.Second, 0}, {600 * time.Millisecond, 1}} {
+		lease(process, c.lease)
+		g.Arm(nemesis.Trap{Point: "p", Client: process, InLease: 500 * time.Millisecond, Then: slow})
+		if err := g.At(ctx, process, process, "p"); err != nil {
+			t.Fatal(err)
+		}
+		if n := starved(); n != c.starved {
+			t.Fatalf("in a %s lease: %d starved ops in all, want %d", c.lease, n, c.starved)
+		}
 	}
 }
 
