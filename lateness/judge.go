@@ -135,7 +135,8 @@ func works(f fault.Op) bool {
 }
 
 // Unfitted says in one line what of the story did not happen as told
-// (fault.Starved notes: a pause the gate could not fit, a failover or an
+// (fault.Starved notes: a pause the gate could not fit, a holder a
+// trap's actions kept past its point in its lease, a failover or an
 // election later than the story allows), or "" when nothing was noted.
 // Such a story did not happen as told, whatever the checkers found: a
 // pause cut short tests less than the story claims.
