@@ -324,6 +324,20 @@ func (c *compiler) actionsOf(path string, as []Action) (deed, string, error) {
 	}, strings.Join(names, ", then "), nil
 }
 
+// trapActions is d as a trap's Then or After (nil for none). A trap's
+// actions run under its op's context, which the run's end need not have
+// ended; one that waits in the schedule's context (kill-leader's election,
+// heal-all's restarts) is cut short by the run's end as a step is, not an
+// error of the run's.
+func (c *compiler) trapActions(d deed) func(ctx context.Context, client, process int) error {
+	if d == nil {
+		return nil
+	}
+	return func(ctx context.Context, client, _ int) error {
+		return nemesis.CutShort(c.background(), d(ctx, client))
+	}
+}
+
 // trap compiles t, found at path, to the nemesis.Trap it sets once the
 // client that caught the trap arming it is known, and the words for it.
 func (c *compiler) trap(path string, t *Trap) (func(caught int) (nemesis.Trap, error), string, error) {
@@ -356,20 +370,7 @@ func (c *compiler) trap(path string, t *Trap) (func(caught int) (nemesis.Trap, e
 			cmd := *t.Command
 			out.Command = &cmd
 		}
-		// A trap's actions run under its op's context, which the run's
-		// end need not have ended; one that waits in the schedule's
-		// context (kill-leader's election, heal-all's restarts) is cut
-		// short by the run's end as a step is, not an error of the run's.
-		if then != nil {
-			out.Then = func(ctx context.Context, client, _ int) error {
-				return nemesis.CutShort(c.background(), then(ctx, client))
-			}
-		}
-		if wake != nil {
-			out.After = func(ctx context.Context, client, _ int) error {
-				return nemesis.CutShort(c.background(), wake(ctx, client))
-			}
-		}
+		out.Then, out.After = c.trapActions(then), c.trapActions(wake)
 		return out
 	}
 	// The words name the client as the plan does: which client "caught"
