@@ -603,10 +603,17 @@ func (s *process) killLocked() {
 // paused process is continued first so it can hear it), then kill after
 // 5 s.
 func (s *process) Stop() error {
+	s.stop(5 * time.Second)
+	return nil
+}
+
+// stop is Stop with a kill after wait; it says whether the process exited
+// on its own.
+func (s *process) stop(wait time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cmd == nil {
-		return nil
+		return true
 	}
 	if s.paused {
 		_, _ = s.send(syscall.SIGCONT)
@@ -615,10 +622,11 @@ func (s *process) Stop() error {
 	select {
 	case <-s.exited:
 		s.cmd, s.exited, s.paused = nil, nil, false
-	case <-time.After(5 * time.Second):
+		return true
+	case <-time.After(wait):
 		s.killLocked()
+		return false
 	}
-	return nil
 }
 
 // close kills the process for good: nothing on disk is needed after the

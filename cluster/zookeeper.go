@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -50,10 +51,13 @@ var ZooKeeperKind = &Kind{
 	Recovery: 4 * time.Second,
 }
 
-// ZooKeeperJars is the classpath Debian's own launcher (zkEnv.sh) gives
-// the server: its config dir and the server jar, whose manifest names the
-// rest of its jars.
-var ZooKeeperJars = []string{"/etc/zookeeper/conf", "/usr/share/java/zookeeper.jar"}
+// zooKeeperJar is Debian's server jar (libzookeeper-java), whose
+// manifest names the rest of its jars (zooKeeperClasspath).
+const zooKeeperJar = "/usr/share/java/zookeeper.jar"
+
+// ZooKeeperJars are the files a member cannot start without, for a test
+// to skip on a machine that lacks them.
+var ZooKeeperJars = []string{zooKeeperJar}
 
 // zooKeeperLogger is an slf4j binding from libslf4j-java (a dependency
 // of the package). The package's launcher puts none on the classpath, so
@@ -81,8 +85,19 @@ var zooKeeperJVM = []string{
 }
 
 // zooKeeperArgs writes the member's zoo.cfg and myid into its dir and
-// returns the java command line that runs it.
+// returns the java command line that runs it, from the members'
+// class-data archive where there is one (zookeeper_archive.go).
 func zooKeeperArgs(spec ServerSpec, at Place) ([]string, error) {
+	var share []string
+	if path, err := zooKeeperArchive(spec.ServerKind()); err == nil {
+		share = append(share, "-XX:SharedArchiveFile="+path)
+	}
+	return zooKeeperCommand(spec, at, share...)
+}
+
+// zooKeeperCommand is zooKeeperArgs with jvm, flags for the JVM, before
+// the members' own.
+func zooKeeperCommand(spec ServerSpec, at Place, jvm ...string) ([]string, error) {
 	if at.ID == 0 || len(at.Members) == 0 {
 		return nil, fmt.Errorf("cluster: a zookeeper node is a member of an ensemble (start it with AddNodes)")
 	}
@@ -113,12 +128,8 @@ func zooKeeperArgs(spec ServerSpec, at Place) ([]string, error) {
 	if err := os.WriteFile(filepath.Join(at.Dir, "myid"), []byte(strconv.Itoa(at.ID)+"\n"), 0o644); err != nil {
 		return nil, fmt.Errorf("cluster: %w", err)
 	}
-	cp := append([]string{}, ZooKeeperJars...)
-	if _, err := os.Stat(zooKeeperLogger); err == nil {
-		cp = append(cp, zooKeeperLogger)
-	}
-	args := append([]string{}, zooKeeperJVM...)
-	args = append(args, "-cp", strings.Join(cp, ":"), "org.apache.zookeeper.server.quorum.QuorumPeerMain", conf)
+	args := append(slices.Clone(jvm), zooKeeperJVM...)
+	args = append(args, "-cp", strings.Join(zooKeeperClasspath(), ":"), "org.apache.zookeeper.server.quorum.QuorumPeerMain", conf)
 	return append(args, spec.Args...), nil
 }
 

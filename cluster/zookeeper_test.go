@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"archive/zip"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -147,20 +150,34 @@ func TestZooKeeperEnsembleFailover(t *testing.T) {
 }
 
 // BenchmarkZooKeeperEnsembleStart measures what a run pays to start a
-// three-member ensemble until every member serves; run it with
-// -bench ZooKeeper -benchtime 5x for the median of 5.
+// three-member ensemble until every member serves, its members started
+// from their class-data archive and without one; run it with
+// -bench ZooKeeper -benchtime 5x for the median of 5 of each.
 func BenchmarkZooKeeperEnsembleStart(b *testing.B) {
 	needZooKeeper(b)
-	var took []time.Duration
-	for range b.N {
-		start := time.Now()
-		c, _ := startZooKeeper(b)
-		took = append(took, time.Since(start))
-		c.Close()
+	if _, err := zooKeeperArchive(ZooKeeperKind); err != nil {
+		b.Fatal(err)
 	}
-	slices.Sort(took)
-	b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "median-ms")
-	b.Logf("starts: %v", took)
+	for _, shared := range []bool{true, false} {
+		name := map[bool]string{true: "archive", false: "jars"}[shared]
+		b.Run(name, func(b *testing.B) {
+			if !shared {
+				archive := zooKeeperArchive
+				zooKeeperArchive = func(*Kind) (string, error) { return "", fmt.Errorf("not in this benchmark") }
+				defer func() { zooKeeperArchive = archive }()
+			}
+			var took []time.Duration
+			for range b.N {
+				start := time.Now()
+				c, _ := startZooKeeper(b)
+				took = append(took, time.Since(start))
+				c.Close()
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "median-ms")
+			b.Logf("starts: %v", took)
+		})
+	}
 }
 
 // TestZooKeeperTakenElectionPortIsAddrInUse holds a member's election port
@@ -220,4 +237,66 @@ func freePorts(t *testing.T, n int) []int {
 		out[i] = port
 	}
 	return out
+}
+
+// Every member of an ensemble starts from the members' class-data archive
+// (made on first need): the JVM maps the archive's file, so each member's
+// memory map names it. A member started without it, or with one the JVM
+// refused (made with other jars or flags), maps no such file.
+func TestZooKeeperMembersStartFromTheirClassArchive(t *testing.T) {
+	needZooKeeper(t)
+	c, nodes := startZooKeeper(t)
+	defer c.Close()
+	path, err := zooKeeperArchive(ZooKeeperKind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", n.PID()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(maps), path) {
+			t.Errorf("member %s (pid %d) does not map %s", n.Name, n.PID(), path)
+		}
+	}
+}
+
+// A manifest's Class-Path is read across its continuation lines (a
+// header's value goes on in lines that begin with one space), relative
+// entries from the jar's own directory.
+func TestManifestClassPath(t *testing.T) {
+	dir := t.TempDir()
+	jar := func(name, manifest string) string {
+		path := filepath.Join(dir, name)
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		z := zip.NewWriter(f)
+		w, err := z.Create("META-INF/MANIFEST.MF")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.WriteString(w, manifest); err != nil {
+			t.Fatal(err)
+		}
+		if err := z.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	with := jar("with.jar", "Manifest-Version: 1.0\r\nClass-Path: /usr/share/java/a.jar /usr/share/j\r\n ava/b.jar lib/c.jar\r\nCreated-By: test\r\n\r\n")
+	got, err := manifestClassPath(with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/usr/share/java/a.jar", "/usr/share/java/b.jar", filepath.Join(dir, "lib/c.jar")}
+	if !slices.Equal(got, want) {
+		t.Errorf("Class-Path %q, want %q", got, want)
+	}
+	if got, err := manifestClassPath(jar("without.jar", "Manifest-Version: 1.0\n\n")); err != nil || len(got) != 0 {
+		t.Errorf("a manifest without a Class-Path: %q, %v, want none", got, err)
+	}
 }
