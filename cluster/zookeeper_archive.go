@@ -12,9 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/locktorture/locktorture/internal/flock"
 	"github.com/locktorture/locktorture/internal/prereq"
 )
 
@@ -118,7 +118,7 @@ func findZooKeeperArchive(k *Kind) (string, error) {
 	}
 	// Processes that start ensembles at once (the test packages beside
 	// the matrix) make it once: the others wait here, then find it.
-	unlock, err := lockFile(path + ".lock")
+	unlock, err := flock.Take(path + ".lock")
 	if err != nil {
 		return "", err
 	}
@@ -156,15 +156,15 @@ func zooKeeperArchivePath() (string, error) {
 	return filepath.Join(prereq.CacheDir(), "zookeeper-member-"+hex.EncodeToString(h.Sum(nil)[:6])+".jsa"), nil
 }
 
-// trainZooKeeperArchive runs a member (of kind k) of an ensemble of one until it
-// serves, then stops it, and keeps the classes it loaded at path. The
-// archive is written whole under another name and renamed, so no start
-// maps half of one.
+// trainZooKeeperArchive runs a member (of kind k) of an ensemble of one
+// until it serves, then stops it, and keeps the classes it loaded at path.
+// The archive is written whole beside path under another name and renamed,
+// so no start maps half of one.
 func trainZooKeeperArchive(k *Kind, path string) error {
-	// Named as a cluster's temp dir is, so a harness killed while it
-	// trains leaves nothing RemoveLeftovers does not find.
 	b := &local{}
 	var err error
+	// The member's dir is named as a cluster's is, so a harness killed
+	// while it trains leaves nothing RemoveLeftovers does not find.
 	if b.dir, err = os.MkdirTemp("", fmt.Sprintf("%s%d-", tempPrefix, os.Getpid())); err != nil {
 		return err
 	}
@@ -185,7 +185,8 @@ func trainZooKeeperArchive(k *Kind, path string) error {
 	at := Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir, ID: 1, PeerPorts: ports[1:]}
 	at.Members = []Place{at}
 	p.readyPeers = p.kind.readyPorts(at)
-	tmp := filepath.Join(b.dir, "member.jsa")
+	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
+	defer os.Remove(tmp)
 	if p.args, err = zooKeeperCommand(p.spec, at, "-XX:ArchiveClassesAtExit="+tmp); err != nil {
 		return err
 	}
@@ -208,17 +209,3 @@ func trainZooKeeperArchive(k *Kind, path string) error {
 // archive and exit, which took well under a second idle: a ceiling for a
 // busy machine, not a wait.
 const archiveWrite = 30 * time.Second
-
-// lockFile takes an exclusive lock on path, waiting for it, and returns
-// its release.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { f.Close() }, nil
-}

@@ -1,8 +1,9 @@
 // Package java builds and starts the worker programs written in Java: today
 // CuratorWorker, which puts Apache Curator's InterProcessMutex under test
 // with the jars Debian installs (libcurator-recipes-java). It imports only
-// the standard library, so cmd/setup, which builds the worker once with the
-// machine's other pieces, still compiles in seconds.
+// the standard library (and internal/flock, which does too), so cmd/setup,
+// which builds the worker once with the machine's other pieces, still
+// compiles in seconds.
 //
 // A worker is compiled once with javac and its classes dumped into a
 // class-data-sharing archive (a run of the worker's own train mode under
@@ -23,7 +24,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
+
+	"github.com/locktorture/locktorture/internal/flock"
 )
 
 //go:embed CuratorWorker.java
@@ -129,7 +131,7 @@ func BuildCurator(cache string) error {
 	if err := os.MkdirAll(cache, 0o755); err != nil {
 		return err
 	}
-	unlock, err := lockFile(filepath.Join(cache, "curator-worker.lock"))
+	unlock, err := flock.Take(filepath.Join(cache, "curator-worker.lock"))
 	if err != nil {
 		return err
 	}
@@ -206,20 +208,6 @@ var (
 	built    sync.Once
 	builtErr error
 )
-
-// lockFile takes an exclusive lock on path, waiting for it, and returns
-// its release.
-func lockFile(path string) (func(), error) {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		f.Close()
-		return nil, err
-	}
-	return func() { f.Close() }, nil
-}
 
 // firstLine is the first non-empty line of a tool's output, for a
 // one-line error.
