@@ -169,32 +169,22 @@ func trainZooKeeperArchive(k *Kind, path string) error {
 		return err
 	}
 	defer b.Close()
-	p, err := b.prepare(ServerSpec{Name: "z1", Kind: k})
-	if err != nil {
-		return err
-	}
-	b.procs = append(b.procs, p)
-	var ports [3]int
-	taken := portPicker{}
-	for i := range ports {
-		if ports[i], err = taken.pick(&p.claims); err != nil {
-			return err
-		}
-	}
-	p.port = ports[0]
-	at := Place{Bind: "127.0.0.1", Port: p.port, Dir: p.dir, ID: 1, PeerPorts: ports[1:]}
-	at.Members = []Place{at}
-	p.readyPeers = p.kind.readyPorts(at)
 	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
 	defer os.Remove(tmp)
-	if p.args, err = zooKeeperCommand(p.spec, at, "-XX:ArchiveClassesAtExit="+tmp); err != nil {
-		return err
+	// The kind as it is, but for its command line: started the way any
+	// ensemble is (ports claimed, a taken one tried again), it dumps
+	// the classes it loaded as it exits.
+	train := *k
+	train.Args = func(spec ServerSpec, at Place) ([]string, error) {
+		return zooKeeperCommand(spec, at, "-XX:ArchiveClassesAtExit="+tmp)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), k.startTimeout())
 	defer cancel()
-	if err := startTogether(ctx, []*process{p}); err != nil {
+	servers, err := b.start(ctx, []ServerSpec{{Name: "z1", Kind: &train}}, true)
+	if err != nil {
 		return err
 	}
+	p := servers[0].(*process)
 	// SIGTERM is an orderly exit, in which the JVM writes the archive.
 	if !p.stop(archiveWrite) {
 		return fmt.Errorf("the member did not exit within %v of SIGTERM%s", archiveWrite, p.logTail())
