@@ -270,6 +270,30 @@ func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
 	}
 }
 
+// A lock whose attempts on a split majority need a longer lease than the
+// story's (SplitTTL: Symfony's CombinedStore asks its nodes in turn) is
+// told at that lease in a story that splits its nodes, and at the
+// story's own anywhere else; a lock without one keeps the story's.
+func TestASplitStoryTellsTheLocksSplitLease(t *testing.T) {
+	for _, c := range []struct {
+		story, lock string
+		want        time.Duration
+	}{
+		{"redlock-crash-restart", "symfony-redlock5", time.Second},
+		{"redlock-clock-jump", "symfony-redlock5", time.Second},
+		{"redlock-crash-restart", "redlock", 500 * time.Millisecond},
+		{"paused-holder", "symfony-redlock5", 500 * time.Millisecond},
+	} {
+		p, err := Resolve(Options{Scenario: c.story, Lock: c.lock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Options.TTL != c.want {
+			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
+		}
+	}
+}
+
 func TestInterruptedRunKeepsHistory(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

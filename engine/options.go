@@ -323,7 +323,7 @@ func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 		o.Clients = s.Clients
 	}
 	if o.TTL == 0 {
-		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info), failoverTTL(s, info))
+		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info), failoverTTL(s, info), splitTTL(s, info))
 	}
 	if o.TimeLimit == 0 {
 		o.TimeLimit = s.TimeLimit(o.TTL)
@@ -356,6 +356,15 @@ func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
 		need = (need + g - 1) / g * g
 	}
 	return need
+}
+
+// splitTTL is the lock's SplitTTL for a story that splits its nodes
+// (Scenario.Split), and 0 for any other.
+func splitTTL(s scenario.Scenario, info locks.Info) time.Duration {
+	if s.Split {
+		return info.SplitTTL
+	}
+	return 0
 }
 
 // failoverTTL is the lock's FailoverTTL for a story that kills a node

@@ -215,6 +215,15 @@ type Info struct {
 	// the ensemble's. A -ttl below it is allowed: that is how the lapse
 	// is shown.
 	FailoverTTL time.Duration
+	// SplitTTL, when set, is the shortest lease at which the lock's
+	// client, cut from the nodes on one side of its majority, takes the
+	// lock within a holder's pause, as measured: a story that splits a
+	// RedLock's nodes (scenario.Scenario.Split) tells the lock with at
+	// least this lease. A client that asks its nodes one after another
+	// waits out each cut node's timeout twice an attempt (take, then
+	// lease), so at a shorter lease whether its attempt lands inside the
+	// pause is a draw.
+	SplitTTL time.Duration
 	// Claims is the lock's fault model: the faults under which it claims
 	// to keep its promise (its validity deadline where it gives one, else
 	// that no two clients hold it at once). Random exploration holds it to

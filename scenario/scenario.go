@@ -172,6 +172,11 @@ type Scenario struct {
 	// fits in, or the pause would be cut below the story's and the run
 	// starve.
 	RestartShare float64 `json:"restart_share,omitempty"`
+	// Split says the story splits a RedLock's nodes around the middle
+	// one, and its other client must take the lock while the holder is
+	// paused: a lock is told at no shorter a lease than its attempts on a
+	// split majority need (locks.Info.SplitTTL).
+	Split bool `json:"split,omitempty"`
 	// ExactClients, when set, is the only client count the story works
 	// with (one client on each side of a partition).
 	ExactClients int `json:"exact_clients,omitempty"`

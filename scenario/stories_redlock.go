@@ -72,6 +72,7 @@ func redlockClockJumpStory() Scenario {
 		Name:   "redlock-clock-jump",
 		NotFor: redlockNotFor,
 		Nodes:  redlockNodes,
+		Split:  true,
 		Story: "K4 (Kleppmann 2016): nodes A–E; client 0 reaches A,B,C, client 1 reaches C,D,E. While one of them holds its three " +
 			"nodes (whichever locks first), C's clock jumps 10 TTLs forward (by default) and C drops the key; the other locks C and its own two.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 3,
@@ -92,6 +93,7 @@ func redlockCrashRestartStory() Scenario {
 		Name:   "redlock-crash-restart",
 		NotFor: redlockNotFor,
 		Nodes:  redlockNodes,
+		Split:  true,
 		Story: "K5 (Kleppmann 2016): client 0 holds A,B,C; C is killed and restarts at once without the key (no persistence); " +
 			"client 1 locks C,D,E.",
 		ExactClients: 2, TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
@@ -107,6 +109,7 @@ func redlockCrashRestartDelayedStory() Scenario {
 		Name:          "redlock-crash-restart-delayed",
 		NotFor:        redlockNotFor,
 		Nodes:         redlockNodes,
+		Split:         true,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but C restarts only after 2 TTLs, when every lease it held has expired.",
 		ExactClients:  2,
 		TimeLimitTTLs: 7, MinTimeLimitTTLs: 5,
@@ -123,6 +126,7 @@ func redlockCrashRestartFsyncStory() Scenario {
 		Name:          "redlock-crash-restart-fsync",
 		NotFor:        redlockNotFor,
 		Nodes:         redlockNodes,
+		Split:         true,
 		Story:         "K5 mitigated (antirez 2016): as redlock-crash-restart, but every node runs appendfsync always, so C restarts with the key.",
 		ExactClients:  2,
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
