@@ -1,6 +1,17 @@
 # The two commands of the README: `make run` and `make test`.
 .PHONY: run test setup tools build lint vet staticcheck unit matrix docker-matrix
 
+# Every go command builds with -trimpath. Without it a package's compile
+# names the directory it sits in, and Go's build cache keys it by that
+# directory: a fresh clone (CI's, a second checkout) compiles the whole
+# module again however warm the cache. With it, a clone is served every
+# package whose sources were compiled before, wherever that was. Nothing
+# here reads its own source paths at run time (the workers' scripts are
+# embedded).
+ifeq ($(filter -trimpath,$(GOFLAGS)),)
+export GOFLAGS += -trimpath
+endif
+
 # Sets up the machine, then runs every built-in scenario against every lock
 # it has an expectation for, on local processes.
 run: setup
