@@ -522,7 +522,10 @@ func TestWatchdogTellsTheHolderItsLeaseIsLostOnlyWhenAsked(t *testing.T) {
 // holds (redisson#7272).
 func TestInterruptedAcquireLeavesAWatchdogOnlyWhenDetached(t *testing.T) {
 	e := newEnv(t, 1)
-	ttl := 300 * time.Millisecond
+	// A TTL of a second leaves the watchdog (renewing every TTL/3) two
+	// thirds of a second of scheduling stall before the key expires under
+	// it: the unit lane runs every package at once on two cores.
+	ttl := time.Second
 	for _, tc := range []struct {
 		lock     string
 		outlives bool
