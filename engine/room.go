@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"runtime"
 	"syscall"
 	"time"
@@ -26,12 +24,7 @@ import (
 // process dies, and nothing is left in the file system afterwards. One more
 // name is a turnstile that gives an Alone story priority: once it waits,
 // runs that arrive later queue behind it instead of keeping seats taken
-// forever. And every Alone run that waits holds a name of its own (aloneN)
-// until it is in: a shared run does not try the turnstile while any is
-// held, so the Alone runs waiting (a matrix's, queued at its end) take the
-// machine one after another, paying its drain once, rather than each
-// waiting again for the longest story a neighbour (go test's packages)
-// slipped in between two of them.
+// forever.
 type room struct {
 	// name prefixes the room's socket names; seats is how many there are.
 	name  string
@@ -63,11 +56,6 @@ const roomPoll = 20 * time.Millisecond
 func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leave func(), err error) {
 	n = min(max(n, 1), r.seats)
 	alone := n == r.seats
-	if alone {
-		if l := r.queueAlone(); l != nil {
-			defer l.Close()
-		}
-	}
 	var held []net.Listener
 	leave = func() {
 		for _, l := range held {
@@ -98,9 +86,6 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leav
 	}
 	var turnstile net.Listener
 	err = until(func() (ok bool, err error) {
-		if !alone && r.aloneWaiting() {
-			return false, nil
-		}
 		turnstile, ok, err = r.take("turnstile")
 		return ok, err
 	})
@@ -133,31 +118,6 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leav
 		return nil, roomErr(err)
 	}
 	return leave, nil
-}
-
-// aloneNames is how many Alone runs can say at once that they wait; one
-// more waits as runs did before the names, behind the turnstile alone.
-const aloneNames = 64
-
-// queueAlone holds a free aloneN name, saying that an Alone run waits, or
-// returns nil when none is free.
-func (r room) queueAlone() net.Listener {
-	for i := range aloneNames {
-		if l, ok, err := r.take(fmt.Sprintf("alone%d", i)); ok && err == nil {
-			return l
-		}
-	}
-	return nil
-}
-
-// aloneWaiting says whether an Alone run holds an aloneN name, from the
-// kernel's list of unix sockets, which names the abstract ones with a
-// leading @: reading it takes no name, where trying one would. Where the
-// list cannot be read, no Alone run is seen waiting, and the turnstile
-// alone orders the runs.
-func (r room) aloneWaiting() bool {
-	list, err := os.ReadFile("/proc/net/unix")
-	return err == nil && bytes.Contains(list, []byte(" @"+r.name+".alone"))
 }
 
 // take holds the room's name part if no process holds it.

@@ -129,39 +129,3 @@ func TestRoomSeatsRunsByWeight(t *testing.T) {
 	enters(t, r, 2)()
 	core()
 }
-
-// Alone runs that wait take the machine one after another: a shared run
-// waiting beside them gets in after the last of them, even one that
-// arrived after it, so a matrix's Alone runs pay the drain of the room
-// once.
-func TestRoomLetsTheWaitingAloneRunsInFirst(t *testing.T) {
-	r := testRoom(t)
-	ctx := context.Background()
-	leaveFirst := enters(t, r, 1)
-	events := make(chan string, 4)
-	in := make(chan func(), 3)
-	arrive := func(name string, n int, waiting chan struct{}) {
-		go func() {
-			leave, err := r.enter(ctx, n, func(string, ...any) { close(waiting) })
-			if err != nil {
-				t.Error(err)
-			}
-			events <- name
-			in <- leave
-		}()
-		<-waiting
-	}
-	arrive("alone 1", r.seats, make(chan struct{}))
-	arrive("shared", 1, make(chan struct{}))
-	arrive("alone 2", r.seats, make(chan struct{}))
-	leaveFirst()
-	for _, want := range []string{"alone 1", "alone 2", "shared"} {
-		got, leave := <-events, <-in
-		// Held a few polls, so a run let in out of turn would be seen.
-		time.Sleep(5 * roomPoll)
-		leave()
-		if got != want {
-			t.Errorf("%q got in, want %q next", got, want)
-		}
-	}
-}
