@@ -524,7 +524,7 @@ func TestInterruptedAcquireLeavesAWatchdogOnlyWhenDetached(t *testing.T) {
 	e := newEnv(t, 1)
 	// A TTL of a second leaves the watchdog (renewing every TTL/3) two
 	// thirds of a second of scheduling stall before the key expires under
-	// it: the unit lane runs every package at once on two cores.
+	// it: make test runs two packages at a time beside the matrix.
 	ttl := time.Second
 	for _, tc := range []struct {
 		lock     string
