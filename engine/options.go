@@ -173,15 +173,18 @@ type Resolved struct {
 }
 
 // Alone says whether the run takes the whole machine: its story's timing
-// would be disturbed by a neighbour (Scenario.Alone), the options ask for
-// it, or its lock is another language's library (locks.Info.Program) on a
+// would be disturbed by a neighbour (Scenario.Alone, or
+// Scenario.AloneWorkers where its clients are worker processes, whose
+// timing the lateness meter does not judge), the options ask for it, or
+// its lock is another language's library (locks.Info.Program) on a
 // kind of server whose library pairs take more than a core, as measured
 // (cluster.Kind.Alone). A Go lock on such a kind runs its clients as this
 // harness's own worker processes, and its pairs share the machine a core
 // each: measured beside a neighbour, their lateness stays a third of its
 // limits (docs/ci-and-benchmarks.md).
 func (p Resolved) Alone() bool {
-	return p.Scenario.Alone != "" || p.Options.Alone || (p.Lock.Program != nil && p.kind().Alone != "")
+	return p.Scenario.Alone != "" || p.Options.Alone || (p.Scenario.AloneWorkers != "" && p.Options.ClientProcs) ||
+		(p.Lock.Program != nil && p.kind().Alone != "")
 }
 
 // kind is the lock's server kind (kindOf).

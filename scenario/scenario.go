@@ -232,6 +232,13 @@ type Scenario struct {
 	// busy machine would disturb: a matrix run in parallel gives it the
 	// machine to itself.
 	Alone string `json:"alone,omitempty"`
+	// AloneWorkers, when set, says why the story's verdict hangs on timing
+	// that the lateness meter reads in the harness's own clients (a timer
+	// late past its limit starves the run, which runs again alone) and not
+	// in worker processes (a library's, or -client-procs'): a pair whose
+	// clients are workers takes the machine to itself, and one whose
+	// clients are the harness's takes its seats beside other pairs.
+	AloneWorkers string `json:"alone_workers,omitempty"`
 	// Requires lists the nemesis actions the story needs to have happened;
 	// the first is its fault, around which Traffic is counted. A run
 	// without them is vacuous.

@@ -182,10 +182,11 @@ func watchdogStory() Scenario {
 
 func watchdogStallStory() Scenario {
 	return Scenario{
-		Name:          "watchdog-stall",
-		NotFor:        notFor("a slow holder that still reaches Redis: for the services, delayed-write tells a live holder that reaches its service, isolated-holder a slow one cut off", serviceKinds...),
-		Story:         "S4 control: a holder's critical section is slow (2.5 TTLs) but its process lives and reaches Redis.",
-		Alone:         "the watchdog must renew every TTL/3 on time; a starved core lets a live holder's lease lapse",
+		Name:   "watchdog-stall",
+		NotFor: notFor("a slow holder that still reaches Redis: for the services, delayed-write tells a live holder that reaches its service, isolated-holder a slow one cut off", serviceKinds...),
+		Story:  "S4 control: a holder's critical section is slow (2.5 TTLs) but its process lives and reaches Redis.",
+		AloneWorkers: "the watchdog must renew every TTL/3 on time, and a lease lapses under a renewal two thirds of a TTL late; " +
+			"the meter starves a run whose harness ran a fifth of a TTL late, but a worker's renewal thread it does not judge",
 		TimeLimitTTLs: 5, MinTimeLimitTTLs: 4,
 		Rules: []Rule{
 			controlOut,

@@ -1129,6 +1129,17 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
 		t.Errorf("baseline / zk asked to run alone: %d seats (%v), want all %d", p.Seats(), err, all)
 	}
+	// A watchdog's renewals are the meter's to read in the harness, not in
+	// a worker process: only a pair with workers takes the machine.
+	for _, tc := range []struct {
+		lock  string
+		procs bool
+		want  int
+	}{{"reentrant", false, 1}, {"reentrant", true, all}, {"symfony-redis", false, all}} {
+		if p, err := engine.Resolve(engine.Options{Scenario: "watchdog-stall", Lock: tc.lock, ClientProcs: tc.procs}); err != nil || p.Seats() != tc.want {
+			t.Errorf("watchdog-stall / %s (client processes %v): %d seats (%v), want %d of %d", tc.lock, tc.procs, p.Seats(), err, tc.want, all)
+		}
+	}
 }
 
 // A starved pair's second run asks for the whole machine; its first, and

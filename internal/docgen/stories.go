@@ -98,6 +98,9 @@ func story(b *strings.Builder, s scenario.Scenario) {
 	if s.Alone != "" {
 		fmt.Fprintf(b, "- **Runs alone** on the machine: %s\n", s.Alone)
 	}
+	if s.AloneWorkers != "" {
+		fmt.Fprintf(b, "- **Runs alone** on the machine where its clients are worker processes: %s\n", s.AloneWorkers)
+	}
 	if s.InProcess != "" {
 		fmt.Fprintf(b, "- **Clients in the harness's process** (`-client-procs` is refused): %s\n", s.InProcess)
 	}
