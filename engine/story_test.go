@@ -179,3 +179,34 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 		t.Fatalf("outcome %s, starved %q: want starved, naming the election that never came", res.Outcome, res.Starved)
 	}
 }
+
+// An eviction told inside a holder's pause must end inside it: one whose
+// fill outlasts the pause (256 MiB to fill, a 0.2-TTL pause) leaves the
+// run starved, not judged; one with room (4 MiB, a 0.9-TTL pause) is
+// judged.
+func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
+	for _, tc := range []struct {
+		maxmemory   string
+		pause       float64
+		wantStarved bool
+	}{{"256mb", 0.2, true}, {"4mb", 0.9, false}} {
+		t.Run(tc.maxmemory, func(t *testing.T) {
+			story := &scenario.Scenario{Name: "test-eviction-in-pause", Story: "a node filled while the holder is paused",
+				TTL: time.Second, Clients: 2, TimeLimitTTLs: 2, MinTimeLimitTTLs: 2,
+				Topology: scenario.Topology{Args: []string{"--maxmemory", tc.maxmemory, "--maxmemory-policy", "volatile-lru"}},
+				Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Unsafe, Why: "test"}},
+				Requires: []fault.Evidence{{Op: fault.Evict}, {Op: fault.Pause}},
+				Plan: scenario.Plan{{At: scenario.TTLs(0.3), Action: scenario.Action{Do: "arm", Trap: &scenario.Trap{Point: workloads.BeforeWrite, Client: "any",
+					Pause: scenario.TTLs(tc.pause), Then: []scenario.Action{{Do: "evict", Node: "n1", Delay: scenario.TTLs(0.05)}}}}}},
+			}
+			res, err := Run(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outran := strings.Contains(res.Starved, "ended after it"); outran != tc.wantStarved {
+				t.Fatalf("maxmemory %s, pause %g TTL: starved %q, outcome %s; want the eviction outrunning its pause %v",
+					tc.maxmemory, tc.pause, res.Starved, res.Outcome, tc.wantStarved)
+			}
+		})
+	}
+}

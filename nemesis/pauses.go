@@ -20,6 +20,22 @@ func (g *Gate) PauseClient(client int, d time.Duration) {
 	})
 }
 
+// Paused says whether client is paused now (a trap's pause, PauseClient).
+func (g *Gate) Paused(client int) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.clientLocked(client).paused()
+}
+
+// Outran notes that what, begun inside client's pause, ended after the
+// pause did: its story tells it inside the pause (a node filled while the
+// holder is stopped), so the run did not happen as told and is starved,
+// whatever the checkers find.
+func (g *Gate) Outran(what string, client int) {
+	_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf("%s began inside the pause of client %d and ended after it", what, client),
+		Site: &history.Site{Client: history.IDOf(client)}}, nil)
+}
+
 // freeze pauses client for d: an OS process of its own is stopped; the
 // connections of one in this process freeze, and their reads and writes
 // already under way have their deadlines pushed back by d, so a frozen

@@ -203,6 +203,30 @@ func onNodeCtx(format string, do func(*nemesis.Nemesis, context.Context, string)
 	}
 }
 
+// insidePause is compile for an action told inside the pause of the
+// client its trap caught (a node's memory filled while the holder is
+// stopped, a delay into the pause): one that begins in that pause and
+// ends after it did not happen as its story tells, and the run is noted
+// starved (nemesis.Gate.Outran) rather than judged. The lateness meter
+// reads such an action's own time against half a TTL, and a pause may
+// leave it less.
+func insidePause(compile func(*compiler, string, Action) (deed, string, error)) func(*compiler, string, Action) (deed, string, error) {
+	return func(c *compiler, path string, a Action) (deed, string, error) {
+		do, name, err := compile(c, path, a)
+		if err != nil {
+			return nil, "", err
+		}
+		return func(ctx context.Context, caught int) error {
+			inside := caught >= 0 && c.e.Gate.Paused(caught)
+			err := do(ctx, caught)
+			if err == nil && inside && !c.e.Gate.Paused(caught) {
+				c.e.Gate.Outran(name, caught)
+			}
+			return err
+		}, name, nil
+	}
+}
+
 // withClient is an action on one client: do gets its index in the run
 // (known, for caught and other, only when the trap springs), and the
 // client the trap running it caught, for actions of its own.

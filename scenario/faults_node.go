@@ -37,7 +37,7 @@ var nodeActions = []ActionKind{
 		compile: simple("kill -9 the ensemble's leader, and wait until the others elect one", killLeader)},
 	{Name: "evict", Ops: ops(fault.Evict), Needs: []string{"node"},
 		Help:    "fill a node's memory until it evicts (topology args: a maxmemory)",
-		compile: onNodeCtx("fill %s's memory until it evicts", (*nemesis.Nemesis).Evict),
+		compile: insidePause(onNodeCtx("fill %s's memory until it evicts", (*nemesis.Nemesis).Evict)),
 		undrawn: "a node evicts only under a maxmemory (topology args), which the random story's topology has not"},
 	{Name: "save-fail", Aliases: []string{"fail-saves"}, Ops: ops(fault.SaveFail),
 		Undo: func(a Action) Action { return Action{Do: "save-mend", Node: a.Node} }, Needs: []string{"node"},
