@@ -181,18 +181,20 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 }
 
 // An eviction told inside a holder's pause must end inside it: one whose
-// fill outlasts the pause (256 MiB to fill, a 0.2-TTL pause) leaves the
-// run starved, not judged; one with room (4 MiB, a 0.9-TTL pause) is
-// judged.
+// fill outlasts the pause (256 MiB to fill, 150 ms of a 1 s lease's
+// pause left) leaves the run starved, not judged; one with room (4 MiB,
+// 1.7 s left, where make test's load once stretched such a fill to 640
+// ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 	for _, tc := range []struct {
 		maxmemory   string
+		ttl         time.Duration
 		pause       float64
 		wantStarved bool
-	}{{"256mb", 0.2, true}, {"4mb", 0.9, false}} {
+	}{{"256mb", time.Second, 0.2, true}, {"4mb", 2 * time.Second, 0.9, false}} {
 		t.Run(tc.maxmemory, func(t *testing.T) {
 			story := &scenario.Scenario{Name: "test-eviction-in-pause", Story: "a node filled while the holder is paused",
-				TTL: time.Second, Clients: 2, TimeLimitTTLs: 2, MinTimeLimitTTLs: 2,
+				TTL: tc.ttl, Clients: 2, TimeLimitTTLs: 2, MinTimeLimitTTLs: 2,
 				Topology: scenario.Topology{Args: []string{"--maxmemory", tc.maxmemory, "--maxmemory-policy", "volatile-lru"}},
 				Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Unsafe, Why: "test"}},
 				Requires: []fault.Evidence{{Op: fault.Evict}, {Op: fault.Pause}},
