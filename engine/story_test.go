@@ -182,7 +182,9 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 
 // An eviction told inside a holder's pause must end inside it: one whose
 // fill outlasts the pause (256 MiB to fill, 150 ms of a 1 s lease's
-// pause left) leaves the run starved, not judged; one with room (4 MiB,
+// pause left) leaves the run starved, not judged, whether the fill ends
+// late or the run's end cuts it short (as on a machine still installing
+// itself); one with room (4 MiB,
 // 1.7 s left, where make test's load once stretched such a fill to 640
 // ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {

@@ -207,9 +207,11 @@ func onNodeCtx(format string, do func(*nemesis.Nemesis, context.Context, string)
 // client its trap caught (a node's memory filled while the holder is
 // stopped, a delay into the pause): one that begins in that pause and
 // ends after it did not happen as its story tells, and the run is noted
-// starved (nemesis.Gate.Outran) rather than judged. The lateness meter
-// reads such an action's own time against half a TTL, and a pause may
-// leave it less.
+// starved (nemesis.Gate.Outran) rather than judged. So is one the run's
+// end cut short after the pause was over: it too outlasted the pause,
+// and without the note the run would read vacuous, the lock's doing. The
+// lateness meter reads such an action's own time against half a TTL,
+// and a pause may leave it less.
 func insidePause(compile func(*compiler, string, Action) (deed, string, error)) func(*compiler, string, Action) (deed, string, error) {
 	return func(c *compiler, path string, a Action) (deed, string, error) {
 		do, name, err := compile(c, path, a)
@@ -219,7 +221,7 @@ func insidePause(compile func(*compiler, string, Action) (deed, string, error)) 
 		return func(ctx context.Context, caught int) error {
 			inside := caught >= 0 && c.e.Gate.Paused(caught)
 			err := do(ctx, caught)
-			if err == nil && inside && !c.e.Gate.Paused(caught) {
+			if (err == nil || ctx.Err() != nil) && inside && !c.e.Gate.Paused(caught) {
 				c.e.Gate.Outran(name, caught)
 			}
 			return err
