@@ -68,8 +68,9 @@ func leaderFailoverStory() Scenario {
 		TimeLimitTTLs: 6, MinTimeLimitTTLs: 4,
 		Rules: []Rule{
 			leaveOut(oneMember, "its clients talk to the first member only, and the election decides whether the leader killed is that member: when it is, every client stops for the rest of the run (deadlock), when not, nothing happens to them; a story cannot expect either; server-crash tells that member's death where the lease is nobody's to renew"),
+			leaveOut(clientEndsSession, "Curator counts a SUSPENDED session lost by its own clock, a session (1 s here) after the disconnect, and its ZooKeeper client reconnects only after the election and a random pause of up to a second: a client that misses that mark is told LOST and opens a new session, while the new leader keeps its old one and its lock node alive with a fresh timeout, and curator#1121 then lets it hold the lock beside the next holder (leader-failover / curator-listener lock-unsafe in 1 of 518 pairs of a make run); whether any client misses the mark is a draw, and ensemble-restart tells curator#1121 on purpose"),
 			expect(zooKeeperLibrary, verdict.Expectation{Outcome: verdict.Safe,
-				Why: "the new leader has every committed lock node and gives every session a fresh timeout; a client of the dead leader is SUSPENDED and reconnects to a member of the new quorum within its session, so no node goes and nobody is told LOST"}),
+				Why: "the new leader has every committed lock node and gives every session a fresh timeout; a client of the dead leader is SUSPENDED and reconnects to a member of the new quorum with the same session, which only the ensemble can end"}),
 			expect(quorum, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "a consensus system keeps the lock on a quorum: the new leader has every committed write, the holder's node or key among them"}),
 		},
