@@ -156,6 +156,7 @@ func misconfStory() Scenario {
 			lossAsReentrant,
 			leaveOut(local, "the control keeps nothing on a node whose saves could fail"),
 			leaveOut(not(oneNode), "the story fails one node's saves: a lock on several keeps its key on the others"),
+			leaveOut(and(expirySeparate, installed), "its take and its expiry are two commands with PHP between them (Symfony's save() writes the key for its 300 s initialTtl, then refresh() sets the lease), so a take that lands just before the refusals begin keeps its 300 s key and blocks every client to the run's end, and one that does not leaves a ghost for a lease: a draw (misconf / symfony-predis deadlocked once in 515 pairs of a make run at 9fdc1b6, symfony-redis once in 518 at 50ddb1c; docs/stories.md, Findings, tells the 300 s key)"),
 			timestampRace("once saves work again, past the ghost's lease", "a release refused", "make test at a2adf23: lock-unsafe once in 230 pairs"),
 			expect(connection, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "MISCONF refuses writes, and portalocker writes nothing: SUBSCRIBE, PUBSUB NUMSUB and closing a connection all go through, so the lock works on and no key is left behind"}),
