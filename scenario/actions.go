@@ -209,7 +209,7 @@ func onNodeCtx(format string, do func(*nemesis.Nemesis, context.Context, string)
 // ends after it did not happen as its story tells, and the run is noted
 // starved (nemesis.Gate.Outran) rather than judged. So is one the run's
 // end cut short after the pause was over: it too outlasted the pause,
-// and without the note the run would read vacuous, the lock's doing. The
+// and without the note the run would read vacuous rather than starved. The
 // lateness meter reads such an action's own time against half a TTL,
 // and a pause may leave it less.
 func insidePause(compile func(*compiler, string, Action) (deed, string, error)) func(*compiler, string, Action) (deed, string, error) {
