@@ -184,9 +184,8 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 // fill outlasts the pause (256 MiB to fill, 150 ms of a 1 s lease's
 // pause left) leaves the run starved, not judged, whether the fill ends
 // late or the run's end cuts it short (as on a machine still installing
-// itself); one with room (4 MiB,
-// 1.7 s left, where make test's load once stretched such a fill to 640
-// ms) is judged.
+// itself); one with room (4 MiB, 1.7 s left, where make test's load once
+// stretched such a fill to 640 ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 	for _, tc := range []struct {
 		maxmemory   string

@@ -35,7 +35,7 @@ var nodeActions = []ActionKind{
 	{Name: "kill-leader", Ops: ops(fault.Kill, fault.Starved),
 		Help:    "kill -9 the leader of a service's ensemble and wait until the others elect one (an election that outlasts the run leaves it starved)",
 		compile: simple("kill -9 the ensemble's leader, and wait until the others elect one", killLeader)},
-	{Name: "evict", Ops: ops(fault.Evict), Needs: []string{"node"},
+	{Name: "evict", Ops: ops(fault.Evict, fault.Starved), Needs: []string{"node"},
 		Help:    "fill a node's memory until it evicts (topology args: a maxmemory)",
 		compile: insidePause(onNodeCtx("fill %s's memory until it evicts", (*nemesis.Nemesis).Evict)),
 		undrawn: "a node evicts only under a maxmemory (topology args), which the random story's topology has not"},
