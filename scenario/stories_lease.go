@@ -142,8 +142,12 @@ func delayedWriteStory() Scenario {
 		},
 		Requires: []fault.Evidence{{Op: fault.LatencyStart, Node: "store"}, {Op: fault.LatencyEnd, Node: "store"}},
 		// The delay must hold up a request of the holder's: one that
-		// waits out the whole delay for the lock writes nothing late.
-		Traffic: verdict.Traffic{Before: 3, During: 1, After: 3, Delayed: 1},
+		// waits out the whole delay for the lock writes nothing late. And
+		// another client must reach for the lock between the holder's
+		// lease end and its late write, or no successor could write
+		// first: a waiter whose retry fell after the late write leaves
+		// the story untold.
+		Traffic: verdict.Traffic{Before: 3, During: 1, After: 3, Delayed: 1, Contended: 1, PastLease: true},
 		// At most one TTL: the holder's read and write each wait out the
 		// delay, and past about a TTL they take most of the story's time.
 		Params: []Param{{Name: "delay", Unit: "TTLs", Default: 0.75, Min: 0, Max: 1,

@@ -79,6 +79,11 @@ func redlockClockJumpStory() Scenario {
 		Topology: Topology{Clock: true},
 		Rules:    redlockRules(brokenPromise),
 		Requires: []fault.Evidence{{Op: fault.ClockBump}, {Op: fault.PartitionStart}},
+		// The other client must try its three nodes after the jump and
+		// before the holder writes: a waiter whose slow attempt asked C
+		// before the jump, and whose next came after the write, told
+		// nothing.
+		Traffic: verdict.Traffic{Before: 3, During: 1, After: 3, Contended: 1},
 		// A jump shorter than what is left of the key's PX keeps the key on
 		// C; one longer drops it: a sweep of the jump finds the lease's
 		// length.

@@ -26,6 +26,16 @@ type Traffic struct {
 	// timeouts) wrote nothing late. Counted from the history alone, so a
 	// client retired under a new process still counts.
 	Delayed int `json:"delayed,omitempty"`
+	// Contended is the least lock attempts the other clients tried while
+	// the client that held the lock when the fault struck still held it,
+	// from the fault to that holder's next write (or its release): a
+	// story that needs a second client to reach for the lock in that
+	// window did not happen where none did (a waiter's retry that fell
+	// after it). PastLease starts the window at the end of the lease
+	// the holder was granted, where its grant named one (Value.Deadline;
+	// otherwise nothing is counted): a late write needs a successor.
+	Contended int  `json:"contended,omitempty"`
+	PastLease bool `json:"past_lease,omitempty"`
 }
 
 // defaultTraffic holds for every story that states none.
@@ -78,10 +88,13 @@ type trafficMeter struct {
 	sent    map[int]int64
 	delayed int
 	ended   bool
+	// For Traffic.Contended.
+	contention *contention
 }
 
 func newTrafficMeter(requires []fault.Evidence, traffic Traffic) *trafficMeter {
-	return &trafficMeter{requires: requires, floor: traffic.Floor(), sent: map[int]int64{}}
+	floor := traffic.Floor()
+	return &trafficMeter{requires: requires, floor: floor, sent: map[int]int64{}, contention: newContention(floor.PastLease)}
 }
 
 // found sets the story's fault, op (nil: not found yet).
@@ -110,6 +123,9 @@ func (m *trafficMeter) add(op history.Op) {
 		m.found(&op)
 	}
 	m.countDelayed(op)
+	if m.floor.Contended > 0 {
+		m.contention.add(op, m.known, m.start)
+	}
 	if op.F != history.Acquire || (op.Type != history.OK && op.Type != history.Fail) {
 		return
 	}
@@ -156,6 +172,9 @@ func (m *trafficMeter) vacuity(nemesis []history.Op) string {
 		if c.got < c.want {
 			return fmt.Sprintf("too little traffic %s %s: %d lock attempts completed, the story needs %d", c.when, m.requires[0], c.got, c.want)
 		}
+	}
+	if m.floor.Contended > 0 {
+		return m.contention.vacuity(m.floor.Contended, m.requires[0].String(), m.known, m.start)
 	}
 	return ""
 }
