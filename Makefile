@@ -34,7 +34,7 @@ run: setup
 # - lint: gofmt, vet and staticcheck, whose analysis is itself a compile's
 #   worth of CPU;
 # - the unit tests and the matrix side by side: they only run stories and
-#   checkers now, and the room gives each story a core and a timing-
+#   checkers now, and the room gives each story its seats and a timing-
 #   sensitive one the machine. Each job's output is printed whole when it
 #   ends;
 # - where a Docker engine answers, a subset of the stories on containers

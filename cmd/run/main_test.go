@@ -1068,11 +1068,12 @@ func TestDocsScenarioFilesRead(t *testing.T) {
 	}
 }
 
-// The pairs that take a seat start first, the alone ones after, each in
-// the plan's order: the drain an alone pair waits for is paid once. The
+// The pairs that take two seats start first, then those that take one,
+// the alone ones last, each in the plan's order: the drain an alone pair
+// waits for is paid once. The
 // pairs of a kept topology follow one another, from the place of the
 // first, so each finds the servers the one before it left.
-func TestRunOrderPutsTheAloneLast(t *testing.T) {
+func TestRunOrderPutsTheWideFirstAndTheAloneLast(t *testing.T) {
 	plans := []pairPlan{{lock: "a", alone: true}, {lock: "b"}, {lock: "c", alone: true}, {lock: "d"}, {lock: "e"}}
 	if got := runOrder(plans); !slices.Equal(got, []int{1, 3, 4, 0, 2}) {
 		t.Fatalf("order %v", got)
@@ -1083,11 +1084,17 @@ func TestRunOrderPutsTheAloneLast(t *testing.T) {
 	if got := runOrder(plans); !slices.Equal(got, []int{0, 1, 4, 7, 2, 5, 3, 6, 8}) {
 		t.Fatalf("order %v, want r1 z1 z2 z3 r2 r3 p1 p2 a1", got)
 	}
+	// Pairs of two seats before those of one: a wider pair behind a
+	// narrower holds a seat idle while it waits for the second.
+	plans = []pairPlan{{lock: "r1", take: 1}, {lock: "z1", topology: zk, take: 2}, {lock: "r2", take: 1}, {lock: "l1", take: 2}, {lock: "a1", alone: true}, {lock: "z2", topology: zk, take: 2}}
+	if got := runOrder(plans); !slices.Equal(got, []int{1, 5, 3, 0, 2, 4}) {
+		t.Fatalf("order %v, want z1 z2 l1 r1 r2 a1", got)
+	}
 }
 
 // A pair's seats follow what was measured of its kind and its clients:
-// half a core for a Redis lock whose clients are goroutines and for any
-// pair on a local memcached, a core for a pair whose clients are worker
+// one seat for a Redis lock whose clients are goroutines and for any
+// pair on a local memcached, two for a pair whose clients are worker
 // processes of this harness (a Go lock on a service, -client-procs on
 // Redis) or another language's on Redis, ZooKeeper, etcd or MariaDB, the
 // whole machine for another language's library on PostgreSQL.
@@ -1102,11 +1109,11 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 		procs bool
 		want  int
 	}{
-		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.SeatsPerCore}, {"redis-py", false, engine.SeatsPerCore},
-		{"zk", false, engine.SeatsPerCore}, {"etcd-fenced", false, engine.SeatsPerCore}, {"pg-lease", false, engine.SeatsPerCore},
-		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, 1}, {"memcached-add", true, 1},
-		{"curator", false, engine.SeatsPerCore}, {"kazoo", false, engine.SeatsPerCore}, {"etcd3", false, engine.SeatsPerCore},
-		{"symfony-pdo-mysql", false, engine.SeatsPerCore}, {"symfony-memcached", false, 1}, {"tooz-memcached", false, 1},
+		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.PairSeats}, {"redis-py", false, engine.PairSeats},
+		{"zk", false, engine.PairSeats}, {"etcd-fenced", false, engine.PairSeats}, {"pg-lease", false, engine.PairSeats},
+		{"mysql-get-lock", false, engine.PairSeats}, {"memcached-add", false, 1}, {"memcached-add", true, 1},
+		{"curator", false, engine.PairSeats}, {"kazoo", false, engine.PairSeats}, {"etcd3", false, engine.PairSeats},
+		{"symfony-pdo-mysql", false, engine.PairSeats}, {"symfony-memcached", false, 1}, {"tooz-memcached", false, 1},
 		{"tooz-postgres", false, all}, {"symfony-pdo-pg", false, all},
 	} {
 		// A lock the baseline leaves out (its server ends leases early) is
@@ -1123,8 +1130,8 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 			t.Errorf("%s / %s (client processes %v): %d seats, want %d of %d", story, tc.lock, tc.procs, got, tc.want, all)
 		}
 	}
-	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "memcached-add", Backend: "docker"}); err != nil || p.Seats() != engine.SeatsPerCore {
-		t.Errorf("baseline / memcached-add on docker: %d seats (%v), want a core's %d: memcached was measured light on local servers", p.Seats(), err, engine.SeatsPerCore)
+	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "memcached-add", Backend: "docker"}); err != nil || p.Seats() != engine.PairSeats {
+		t.Errorf("baseline / memcached-add on docker: %d seats (%v), want %d: memcached was measured light on local servers", p.Seats(), err, engine.PairSeats)
 	}
 	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
 		t.Errorf("baseline / zk asked to run alone: %d seats (%v), want all %d", p.Seats(), err, all)

@@ -124,27 +124,34 @@ func (m *matrixRun) topologies() map[string]int {
 	return n
 }
 
-// runOrder is the order the pairs start in: those that take a seat
-// first, then those that take the machine alone, each in the plan's
-// order but with the pairs of one kept topology together (in the place
-// of its first), so that each hands its servers to the next at once
-// rather than leave them idle, beside other pairs, until a later story's
-// pair of its kind. An alone pair waits for every seat to empty, and a
-// seat emptied for it stays idle until the other's pair ends; met among
-// the others, each alone pair costs that drain once, and together, after
-// them, the drain is paid once and the matrix ends with no seat idle
-// behind a last long pair. The results are listed in the plan's order all
-// the same.
+// runOrder is the order the pairs start in: those that take more than a
+// seat first, then those that take one, then those that take the machine
+// alone, each in the plan's order but with the pairs of one kept
+// topology together (in the place of its first), so that each hands its
+// servers to the next at once rather than leave them idle, beside other
+// pairs, until a later story's pair of its kind.
+//
+// A pair waits for its seats holding those it has taken, so every wider
+// pair that follows a narrower one keeps a seat idle until a second
+// empties; among their like, a pair that ends frees what the next takes.
+// An alone pair waits for every seat to empty, and a seat emptied for it
+// stays idle until the other's pair ends; met among the others, each
+// alone pair costs that drain once, and together, after them, the drain
+// is paid once, behind the one-seat pairs, the shortest. The results are
+// listed in the plan's order all the same.
 func runOrder(plans []pairPlan) []int {
-	var shared, alone []int
+	var wide, narrow, alone []int
 	for i, p := range plans {
-		if p.alone {
+		switch {
+		case p.alone:
 			alone = append(alone, i)
-		} else {
-			shared = append(shared, i)
+		case p.take > 1:
+			wide = append(wide, i)
+		default:
+			narrow = append(narrow, i)
 		}
 	}
-	return append(byTopology(plans, shared), byTopology(plans, alone)...)
+	return slices.Concat(byTopology(plans, wide), byTopology(plans, narrow), byTopology(plans, alone))
 }
 
 // byTopology is order with each kept topology's pairs moved up to its
