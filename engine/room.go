@@ -12,12 +12,11 @@ import (
 
 // The room is machine-wide: every run of a story on this machine, from any
 // process (a matrix, go test's packages side by side, a user's second
-// terminal), holds some of its seats, three per core, and a story marked
-// Alone holds them all. A seat is a third of a core: a light run
-// (Resolved.Seats) takes one, any other two (PairSeats). The cores stood
-// about 70% busy through a matrix at two seats a core; at three, the
-// whole matrix kept every verdict idle, and beside two busy loops starved
-// 1.2% of its first runs, which ran again alone (docs/ci-and-benchmarks.md).
+// terminal), holds some of its seats, two per core, and a story marked
+// Alone holds them all. A seat is half a core: a light run (Resolved.Seats)
+// takes one, any other a core's two. Three a core were measured twice and
+// left (docs/ci-and-benchmarks.md): beside the unit tests in `make test`
+// they starved a Redis pair in 25 and let a wrong verdict through.
 // A matrix's -parallel bounds only its own runs; the room bounds them
 // all, so `make test` can run the unit tests beside the matrix without
 // more stories than the cores can carry, and a watchdog story still gets
@@ -36,13 +35,9 @@ type room struct {
 }
 
 // SeatsPerCore is how many seats the room has per core.
-const SeatsPerCore = 3
+const SeatsPerCore = 2
 
-// PairSeats is how many seats a run takes that is neither light nor alone
-// (Resolved.Seats): two thirds of a core.
-const PairSeats = 2
-
-// machineRoom is the room every run enters, three seats per core (tests
+// machineRoom is the room every run enters, two seats per core (tests
 // make rooms of their own).
 func machineRoom() room {
 	return room{name: "locktorture-room", seats: SeatsPerCore * runtime.NumCPU()}
@@ -57,19 +52,28 @@ func Seats() int { return machineRoom().seats }
 // waited on, and a story waiting for the room has no finer timing to keep.
 const roomPoll = 20 * time.Millisecond
 
+// seatsHeld is the seats a run holds.
+type seatsHeld struct{ seats []net.Listener }
+
+// keep gives up every seat held but n.
+func (h *seatsHeld) keep(n int) {
+	for len(h.seats) > n {
+		h.seats[len(h.seats)-1].Close()
+		h.seats = h.seats[:len(h.seats)-1]
+	}
+}
+
+// leave gives up every seat held.
+func (h *seatsHeld) leave() { h.keep(0) }
+
 // enter waits until the run holds n of the room's seats (all of them,
-// alone, for n at or above the room's) and returns what gives them up. It
-// says once, through logf, that it waits. A cancelled ctx ends the wait
-// with ctx's error.
-func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leave func(), err error) {
+// alone, for n at or above the room's) and returns them. It says once,
+// through logf, that it waits. A cancelled ctx ends the wait with ctx's
+// error.
+func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (*seatsHeld, error) {
 	n = min(max(n, 1), r.seats)
 	alone := n == r.seats
-	var held []net.Listener
-	leave = func() {
-		for _, l := range held {
-			l.Close()
-		}
-	}
+	h := &seatsHeld{}
 	said := false
 	until := func(done func() (bool, error)) error {
 		for {
@@ -93,7 +97,7 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leav
 		}
 	}
 	var turnstile net.Listener
-	err = until(func() (ok bool, err error) {
+	err := until(func() (ok bool, err error) {
 		turnstile, ok, err = r.take("turnstile")
 		return ok, err
 	})
@@ -113,8 +117,8 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leav
 				return false, err
 			}
 			if ok {
-				held, taken[i] = append(held, l), true
-				if len(held) == n {
+				h.seats, taken[i] = append(h.seats, l), true
+				if len(h.seats) == n {
 					return true, nil
 				}
 			}
@@ -122,10 +126,10 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leav
 		return false, nil
 	})
 	if err != nil {
-		leave()
+		h.leave()
 		return nil, roomErr(err)
 	}
-	return leave, nil
+	return h, nil
 }
 
 // take holds the room's name part if no process holds it.

@@ -31,7 +31,7 @@ type pairPlan struct {
 	// alone: the story takes every seat of the machine-wide room.
 	alone bool
 	// take is how many seats it takes otherwise (engine.Resolved.Seats:
-	// one for a light pair, engine.PairSeats else); 0 is one.
+	// one for a light pair, a core's two else); 0 is one.
 	take int
 	// kind is the lock's server kind, by which the matrix says where its
 	// time went.
@@ -330,8 +330,11 @@ type pairRun struct {
 // the checkers), and the report written after (report, with no seat
 // held).
 type seatUse struct {
-	seats                        int
-	held                         time.Duration
+	seats int
+	held  time.Duration
+	// narrow is how much of held, and of judge, was on one seat: a run
+	// keeps one to judge once its story is over (engine.Result.Narrowed).
+	narrow                       time.Duration
 	runs                         int
 	start, story, judge, reports time.Duration
 	// own is the pair's own story time, as its last run told it: its time
@@ -504,6 +507,9 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 		took, waited = freed.Sub(res.Started), res.Started.Sub(r.begun)
 		u := &t.use[i]
 		u.held += took
+		if res.Narrowed > 0 {
+			u.narrow += max(took-res.Narrowed, 0)
+		}
 		u.runs++
 		t.waited[p.alone] = append(t.waited[p.alone], max(waited-r.foreseen, 0))
 		if !r.ready.IsZero() {
