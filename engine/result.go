@@ -60,12 +60,9 @@ type Result struct {
 	// commands from.
 	Commands nemesis.Profile `json:"commands,omitempty"`
 	// Seats are how many of the machine room's seats the run held (every
-	// one for a run alone), from Started for Held, until it gave them up;
-	// or, where Narrowed is set, for Narrowed, once its story was over it
-	// kept one to judge.
-	Seats    int           `json:"seats,omitempty"`
-	Held     time.Duration `json:"held_ns,omitempty"`
-	Narrowed time.Duration `json:"narrowed_ns,omitempty"`
+	// one for a run alone), from Started for Held, until it gave them up.
+	Seats int           `json:"seats,omitempty"`
+	Held  time.Duration `json:"held_ns,omitempty"`
 	// Waited is how long the story's fault waited for the attempts it
 	// needs before it: the schedule's first step past its time
 	// (nemesis.Hold), and the suspensions of a trap that fitted before
@@ -268,14 +265,11 @@ func writeJSON(path string, v any) error {
 }
 
 // SeatSeconds is what the run held of the machine's room: a second of one
-// seat each, every seat for a run alone, one once it narrowed (0 for a
-// run that never had its seats).
+// seat each, every seat for a run alone (0 for a run that never had its
+// seats).
 func (r *Result) SeatSeconds() float64 {
 	if r == nil {
 		return 0
-	}
-	if r.Narrowed > 0 {
-		return float64(r.Seats)*r.Narrowed.Seconds() + (r.Held - r.Narrowed).Seconds()
 	}
 	return float64(r.Seats) * r.Held.Seconds()
 }

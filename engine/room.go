@@ -16,11 +16,10 @@ import (
 // Alone holds them all. A seat is half a core: a light run (Resolved.Seats)
 // takes one, any other a core's two. Three a core were measured twice and
 // left (docs/ci-and-benchmarks.md): beside the unit tests in `make test`
-// they starved a Redis pair in 25 and let a wrong verdict through.
-// A matrix's -parallel bounds only its own runs; the room bounds them
-// all, so `make test` can run the unit tests beside the matrix without
-// more stories than the cores can carry, and a watchdog story still gets
-// the machine to itself.
+// they starved a Redis pair in 25 and let a wrong verdict through. A
+// matrix's -parallel bounds only its own runs; the room bounds them all, so `make test` can run the unit
+// tests beside the matrix without more stories than the cores can carry,
+// and a watchdog story still gets the machine to itself.
 //
 // A seat is a name in Linux's abstract unix-socket namespace, held by
 // listening on it: only one process can, the kernel frees it when that
@@ -43,7 +42,7 @@ func machineRoom() room {
 	return room{name: "locktorture-room", seats: SeatsPerCore * runtime.NumCPU()}
 }
 
-// Seats is how many seats the machine's room has, three per core: how many
+// Seats is how many seats the machine's room has, two per core: how many
 // light runs it holds at once, and what a matrix's time left is reckoned
 // with.
 func Seats() int { return machineRoom().seats }
@@ -52,28 +51,19 @@ func Seats() int { return machineRoom().seats }
 // waited on, and a story waiting for the room has no finer timing to keep.
 const roomPoll = 20 * time.Millisecond
 
-// seatsHeld is the seats a run holds.
-type seatsHeld struct{ seats []net.Listener }
-
-// keep gives up every seat held but n.
-func (h *seatsHeld) keep(n int) {
-	for len(h.seats) > n {
-		h.seats[len(h.seats)-1].Close()
-		h.seats = h.seats[:len(h.seats)-1]
-	}
-}
-
-// leave gives up every seat held.
-func (h *seatsHeld) leave() { h.keep(0) }
-
 // enter waits until the run holds n of the room's seats (all of them,
-// alone, for n at or above the room's) and returns them. It says once,
-// through logf, that it waits. A cancelled ctx ends the wait with ctx's
-// error.
-func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (*seatsHeld, error) {
+// alone, for n at or above the room's) and returns what gives them up. It
+// says once, through logf, that it waits. A cancelled ctx ends the wait
+// with ctx's error.
+func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (leave func(), err error) {
 	n = min(max(n, 1), r.seats)
 	alone := n == r.seats
-	h := &seatsHeld{}
+	var held []net.Listener
+	leave = func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}
 	said := false
 	until := func(done func() (bool, error)) error {
 		for {
@@ -97,7 +87,7 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (*sea
 		}
 	}
 	var turnstile net.Listener
-	err := until(func() (ok bool, err error) {
+	err = until(func() (ok bool, err error) {
 		turnstile, ok, err = r.take("turnstile")
 		return ok, err
 	})
@@ -117,8 +107,8 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (*sea
 				return false, err
 			}
 			if ok {
-				h.seats, taken[i] = append(h.seats, l), true
-				if len(h.seats) == n {
+				held, taken[i] = append(held, l), true
+				if len(held) == n {
 					return true, nil
 				}
 			}
@@ -126,10 +116,10 @@ func (r room) enter(ctx context.Context, n int, logf func(string, ...any)) (*sea
 		return false, nil
 	})
 	if err != nil {
-		h.leave()
+		leave()
 		return nil, roomErr(err)
 	}
-	return h, nil
+	return leave, nil
 }
 
 // take holds the room's name part if no process holds it.

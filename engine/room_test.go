@@ -25,11 +25,11 @@ func enters(t *testing.T, r room, n int) (leave func()) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*roomPoll)
 	defer cancel()
-	h, err := r.enter(ctx, n, func(string, ...any) {})
+	leave, err := r.enter(ctx, n, func(string, ...any) {})
 	if err != nil {
 		t.Fatalf("entering with %d seat(s): %v", n, err)
 	}
-	return h.leave
+	return leave
 }
 
 // waits checks that a run asking n seats of r is still waiting after a
@@ -38,8 +38,8 @@ func waits(t *testing.T, r room, n int, why string) {
 	t.Helper()
 	short, cancel := context.WithTimeout(context.Background(), 3*roomPoll)
 	defer cancel()
-	if h, err := r.enter(short, n, func(string, ...any) {}); err == nil {
-		h.leave()
+	if leave, err := r.enter(short, n, func(string, ...any) {}); err == nil {
+		leave()
 		t.Fatal(why)
 	}
 }
@@ -57,12 +57,12 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	events := make(chan string, 3)
 	aloneIn := make(chan func())
 	go func() {
-		h, err := r.enter(ctx, r.seats, func(string, ...any) { events <- "alone waits" })
+		leave, err := r.enter(ctx, r.seats, func(string, ...any) { events <- "alone waits" })
 		if err != nil {
 			t.Error(err)
 		}
 		events <- "alone in"
-		aloneIn <- h.leave
+		aloneIn <- leave
 	}()
 	if e := <-events; e != "alone waits" {
 		t.Fatalf("first event %q, want the alone run waiting", e)
@@ -77,12 +77,12 @@ func TestRoomGivesAnAloneStoryTheMachine(t *testing.T) {
 	}
 	lateIn := make(chan func())
 	go func() {
-		h, err := r.enter(ctx, 1, quiet)
+		leave, err := r.enter(ctx, 1, quiet)
 		if err != nil {
 			t.Error(err)
 		}
 		events <- "late shared in"
-		lateIn <- h.leave
+		lateIn <- leave
 	}()
 	nothingFor := func(while string) {
 		time.Sleep(5 * roomPoll)
@@ -128,26 +128,4 @@ func TestRoomSeatsRunsByWeight(t *testing.T) {
 	light2()
 	enters(t, r, 2)()
 	core()
-	// A run that keeps one seat of its two frees the other.
-	h, err := r.enter(context.Background(), 2, func(string, ...any) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	enters(t, r, 2)()
-	waits(t, r, 3, "a run of three got in beside a run of two")
-	h.keep(1)
-	enters(t, r, 3)()
-	h.leave()
-}
-
-// A run's seat-seconds count its seats until it narrowed, and one after.
-func TestSeatSecondsOfANarrowedRun(t *testing.T) {
-	r := &Result{Seats: 6, Held: 4 * time.Second}
-	if got := r.SeatSeconds(); got != 24 {
-		t.Errorf("held whole: %.1f seat-seconds, want 24", got)
-	}
-	r.Narrowed = 3 * time.Second
-	if got := r.SeatSeconds(); got != 19 {
-		t.Errorf("narrowed at 3 s of 4: %.1f seat-seconds, want 6×3 + 1", got)
-	}
 }

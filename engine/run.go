@@ -64,7 +64,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.tally(ctx, werr, nerr); err != nil {
 		return r.res, err
 	}
-	r.narrow()
 	return r.res, r.judge()
 }
 
@@ -76,7 +75,6 @@ type runner struct {
 	info     locks.Info
 	expected verdict.Expectation
 	seats    int // Resolved.Seats
-	held     *seatsHeld
 	// poolKey is Resolved.PoolKey; parked says the pool keeps the
 	// servers, so the run's exit leaves them running.
 	poolKey string
@@ -135,29 +133,17 @@ func (r *runner) logf(format string, a ...any) {
 // enterRoom takes the run's seats in the machine's room (all of them for
 // a run alone) and gives them up when the run ends.
 func (r *runner) enterRoom(ctx context.Context) error {
-	h, err := machineRoom().enter(ctx, r.seats, r.logf)
+	leave, err := machineRoom().enter(ctx, r.seats, r.logf)
 	if err != nil {
 		return err
 	}
-	r.held = h
 	r.onExit(func() {
-		h.leave()
+		leave()
 		if r.res != nil {
 			r.res.Held = time.Since(r.res.Started)
 		}
 	})
 	return nil
-}
-
-// narrow gives up every seat the run holds but one, once its story is
-// over: what is left (the checkers, the shutdown) keeps no time a verdict
-// rests on, and one goroutine's work needs no more.
-func (r *runner) narrow() {
-	if r.held == nil || len(r.held.seats) < 2 {
-		return
-	}
-	r.held.keep(1)
-	r.res.Narrowed = time.Since(r.res.Started)
 }
 
 // createRecorder makes the run's directory and the Result, and starts the

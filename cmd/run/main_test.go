@@ -818,23 +818,6 @@ func TestPairPrintsItsBlockOnlyWhenNotMatchedOrVerbose(t *testing.T) {
 	}
 }
 
-// A run that kept one seat to judge counts that time on one seat, in its
-// seat-seconds and its judging's.
-func TestANarrowedRunCountsOneSeatWhileItJudges(t *testing.T) {
-	s := time.Second
-	u := seatUse{seats: 2, held: 4 * s, story: 3 * s, judge: s, narrow: s / 2}
-	if got := u.seatSeconds(); got != 7.5 {
-		t.Errorf("seat-seconds %.2f, want 2×3.5 + 0.5", got)
-	}
-	if got := u.judgeSeconds(); got != 1.5 {
-		t.Errorf("judging's seat-seconds %.2f, want 2×0.5 + 0.5", got)
-	}
-	u.narrow = 0
-	if got := u.seatSeconds(); got != 8 {
-		t.Errorf("not narrowed: seat-seconds %.2f, want 2×4", got)
-	}
-}
-
 func TestSeatSecondsPerStoryMostFirst(t *testing.T) {
 	s := time.Second
 	plan := []pairPlan{{scenario: "baseline", lock: "a", limit: s, kind: "redis"}, {scenario: "baseline", lock: "b", limit: s, kind: "redis"},

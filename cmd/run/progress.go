@@ -330,11 +330,8 @@ type pairRun struct {
 // the checkers), and the report written after (report, with no seat
 // held).
 type seatUse struct {
-	seats int
-	held  time.Duration
-	// narrow is how much of held, and of judge, was on one seat: a run
-	// keeps one to judge once its story is over (engine.Result.Narrowed).
-	narrow                       time.Duration
+	seats                        int
+	held                         time.Duration
 	runs                         int
 	start, story, judge, reports time.Duration
 	// own is the pair's own story time, as its last run told it: its time
@@ -507,9 +504,6 @@ func (t *tracker) finish(i int, res *engine.Result, err error, log []byte, freed
 		took, waited = freed.Sub(res.Started), res.Started.Sub(r.begun)
 		u := &t.use[i]
 		u.held += took
-		if res.Narrowed > 0 {
-			u.narrow += max(took-res.Narrowed, 0)
-		}
 		u.runs++
 		t.waited[p.alone] = append(t.waited[p.alone], max(waited-r.foreseen, 0))
 		if !r.ready.IsZero() {

@@ -20,16 +20,6 @@ import (
 // beside summary.json.
 const seatFile = "seat-seconds.txt"
 
-// seatSeconds is what u held of the room: its seats, one once narrowed.
-func (u seatUse) seatSeconds() float64 {
-	return float64(u.seats)*(u.held-u.narrow).Seconds() + u.narrow.Seconds()
-}
-
-// judgeSeconds is the seat-seconds of u's judging.
-func (u seatUse) judgeSeconds() float64 {
-	return float64(u.seats)*max(u.judge-u.narrow, 0).Seconds() + u.narrow.Seconds()
-}
-
 // storySeats is one scenario's seat-seconds, summed over its locks.
 type storySeats struct {
 	scenario    string
@@ -55,7 +45,7 @@ func seatsByStory(plan []pairPlan, use []seatUse) []storySeats {
 		s.runs += u.runs
 		s.seats = max(s.seats, u.seats)
 		s.held += u.held
-		s.seatSeconds += u.seatSeconds()
+		s.seatSeconds += float64(u.seats) * u.held.Seconds()
 	}
 	slices.SortStableFunc(out, func(a, b *storySeats) int {
 		return cmp.Or(cmp.Compare(b.seatSeconds, a.seatSeconds), cmp.Compare(a.scenario, b.scenario))
@@ -127,7 +117,7 @@ func storyBound(plan []pairPlan, use []seatUse, roomSeats int) time.Duration {
 
 // kindTable says where the seat-seconds beyond the stories went, server
 // kind by server kind: start-up (nodes, clients), the story itself, and
-// judging (shutdown, the checkers, on one seat once narrowed); the reports written after a run gave
+// judging (shutdown, the checkers); the reports written after a run gave
 // its seats up hold none, and are summed in wall time; what is left of
 // the wall time is seats waiting (an alone story waiting for the machine
 // to empty, the matrix's tail).
@@ -152,8 +142,8 @@ func kindTable(w io.Writer, plan []pairPlan, use []seatUse, roomSeats int, wall 
 			t.pairs++
 			t.start += seats * u.start.Seconds()
 			t.story += seats * u.story.Seconds()
-			t.judge += u.judgeSeconds()
-			t.seatTm += u.seatSeconds()
+			t.judge += seats * u.judge.Seconds()
+			t.seatTm += seats * u.held.Seconds()
 			t.reports += u.reports
 		}
 	}
@@ -185,7 +175,7 @@ func writeSeats(dir string, plan []pairPlan, use []seatUse, roomSeats int, wall 
 	fmt.Fprintf(f, "\nper pair:\n%-52s %5s %4s %9s %12s\n", "SCENARIO / LOCK", "SEATS", "RUNS", "SECONDS", "SEAT-SECONDS")
 	for i, p := range plan {
 		u := use[i]
-		fmt.Fprintf(f, "%-52s %5d %4d %9.1f %12.1f\n", p.name(), u.seats, u.runs, u.held.Seconds(), u.seatSeconds())
+		fmt.Fprintf(f, "%-52s %5d %4d %9.1f %12.1f\n", p.name(), u.seats, u.runs, u.held.Seconds(), float64(u.seats)*u.held.Seconds())
 	}
 	return f.Close()
 }
