@@ -17,9 +17,10 @@ import (
 // takes one, any other a core's two. Three a core were measured twice and
 // left (docs/ci-and-benchmarks.md): beside the unit tests in `make test`
 // they starved a Redis pair in 25 and let a wrong verdict through. A
-// matrix's -parallel bounds only its own runs; the room bounds them all, so `make test` can run the unit
-// tests beside the matrix without more stories than the cores can carry,
-// and a watchdog story still gets the machine to itself.
+// matrix's -parallel bounds only its own runs; the room bounds them all,
+// so `make test` can run the unit tests beside the matrix without more
+// stories than the cores can carry, and a watchdog story still gets the
+// machine to itself.
 //
 // A seat is a name in Linux's abstract unix-socket namespace, held by
 // listening on it: only one process can, the kernel frees it when that

@@ -9,13 +9,13 @@ import (
 // contention counts, for Traffic.Contended, the lock attempts the other
 // clients tried inside the story's window: from its fault (or, with
 // Traffic.PastLease, from the end of the lease the holder was granted) to
-// the holder's next write answered in it, or else its release. A window
-// that the lock keeps shut (the holder's key kept on a node past the
-// holder's write) asks for nothing. The holder
-// is the client whose grant came last before the fault and which had not
-// begun to release it. An attempt counts when it was granted in the
-// window, or sent and refused in it: an attempt sent before the window
-// and refused asked the lock while it was still out of reach.
+// the holder's next write answered in it, or else its release. The
+// holder is the client whose grant came last before the fault and which
+// had not begun to release it. An attempt counts when it was granted in
+// the window, or sent and refused in it: an attempt sent before the
+// window and refused asked the lock while it was still out of reach. A
+// window that the lock keeps shut (the holder's key kept on a node until
+// after the holder released) asks for nothing.
 //
 // Read in recorded (time) order, as trafficMeter reads, so it works on a
 // stream.

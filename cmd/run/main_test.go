@@ -1070,9 +1070,9 @@ func TestDocsScenarioFilesRead(t *testing.T) {
 
 // The pairs that take two seats start first, then those that take one,
 // the alone ones last, each in the plan's order: the drain an alone pair
-// waits for is paid once. The
-// pairs of a kept topology follow one another, from the place of the
-// first, so each finds the servers the one before it left.
+// waits for is paid once. The pairs of a kept topology follow one
+// another, from the place of the first, so each finds the servers the one
+// before it left.
 func TestRunOrderPutsTheWideFirstAndTheAloneLast(t *testing.T) {
 	plans := []pairPlan{{lock: "a", alone: true}, {lock: "b"}, {lock: "c", alone: true}, {lock: "d"}, {lock: "e"}}
 	if got := runOrder(plans); !slices.Equal(got, []int{1, 3, 4, 0, 2}) {
