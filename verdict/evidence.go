@@ -33,7 +33,8 @@ type Traffic struct {
 	// window did not happen where none did (a waiter's retry that fell
 	// after it). PastLease starts the window at the end of the lease
 	// the holder was granted, where its grant named one (Value.Deadline;
-	// otherwise nothing is counted): a late write needs a successor.
+	// otherwise nothing is counted), or later where the observer read its
+	// key kept on a node longer: a late write needs a successor.
 	Contended int  `json:"contended,omitempty"`
 	PastLease bool `json:"past_lease,omitempty"`
 }
@@ -88,13 +89,16 @@ type trafficMeter struct {
 	sent    map[int]int64
 	delayed int
 	ended   bool
-	// For Traffic.Contended.
+	// For Traffic.Contended (nil where the floor asks none).
 	contention *contention
 }
 
 func newTrafficMeter(requires []fault.Evidence, traffic Traffic) *trafficMeter {
-	floor := traffic.Floor()
-	return &trafficMeter{requires: requires, floor: floor, sent: map[int]int64{}, contention: newContention(floor.PastLease)}
+	m := &trafficMeter{requires: requires, floor: traffic.Floor(), sent: map[int]int64{}}
+	if m.floor.Contended > 0 {
+		m.contention = newContention(m.floor.PastLease)
+	}
+	return m
 }
 
 // found sets the story's fault, op (nil: not found yet).
@@ -123,7 +127,7 @@ func (m *trafficMeter) add(op history.Op) {
 		m.found(&op)
 	}
 	m.countDelayed(op)
-	if m.floor.Contended > 0 {
+	if m.contention != nil {
 		m.contention.add(op, m.known, m.start)
 	}
 	if op.F != history.Acquire || (op.Type != history.OK && op.Type != history.Fail) {
@@ -173,7 +177,7 @@ func (m *trafficMeter) vacuity(nemesis []history.Op) string {
 			return fmt.Sprintf("too little traffic %s %s: %d lock attempts completed, the story needs %d", c.when, m.requires[0], c.got, c.want)
 		}
 	}
-	if m.floor.Contended > 0 {
+	if m.contention != nil {
 		return m.contention.vacuity(m.floor.Contended, m.requires[0].String(), m.known, m.start)
 	}
 	return ""
