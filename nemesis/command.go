@@ -22,7 +22,11 @@ type Command struct {
 	In string `json:"in,omitempty"`
 	// Match is one or more alternatives separated by "|", each a command
 	// name followed by arguments it must carry, case-insensitive:
-	// "SETNX|SET NX", "EVAL|EVALSHA", "DEL". Empty: any command.
+	// "SETNX|SET NX", "EVAL|EVALSHA", "DEL". Empty: any of the lock's own
+	// commands, not one that sets a connection up or loads a script
+	// (setUp): a client that dials inside a release says HELLO before the
+	// release's command, and a trap on "the release's reply" means the
+	// latter.
 	Match string `json:"match,omitempty"`
 	// After requires the command just before this one, in the same op and
 	// on the same key, to match this (same syntax): "GET" with Match "DEL"
@@ -175,10 +179,10 @@ func commandKey(args []string) string {
 
 // matches reports whether s fits spec ("SETNX|SET NX"): its name is the
 // first word of an alternative and it carries every other word as an
-// argument after the key.
+// argument after the key. An empty spec fits any command but set-up.
 func (s sent) matches(spec string) bool {
 	if spec == "" {
-		return true
+		return len(s.args) > 0 && !setUp[s.args[0]]
 	}
 	for _, alt := range strings.Split(strings.ToLower(spec), "|") {
 		words := strings.Fields(alt)

@@ -110,6 +110,31 @@ func TestCommandTrapsSelect(t *testing.T) {
 	}
 }
 
+// A trap on any command springs on the lock's own, not on the HELLO of a
+// connection its client dials inside the op.
+func TestAnyCommandTrapSkipsConnectionSetUp(t *testing.T) {
+	e := newEnv(t, names("n1")...)
+	g := nemesis.NewGate(e.rec)
+	c := e.hooked(g, 0, 0, time.Second) // no connection yet
+	var seen []string
+	g.Arm(nemesis.Trap{Client: 0, Command: &nemesis.Command{In: history.Release, Reply: true, Succeeded: true},
+		Then: func(context.Context, int, int) error { seen = append(seen, "release"); return nil }})
+
+	g.Begin(context.Background(), 0, 0, history.Release)
+	c.Del(ctx, "absent") // the pool dials first: HELLO succeeds, this DEL does not
+	g.End(0, 0)
+	if len(seen) != 0 {
+		t.Fatalf("the trap sprang on the connection's set-up: %v", seen)
+	}
+	c.Set(ctx, "a", 1, 0)
+	g.Begin(context.Background(), 0, 0, history.Release)
+	c.Del(ctx, "a")
+	g.End(0, 0)
+	if len(seen) != 1 {
+		t.Fatalf("the trap did not spring on the release's DEL: %v", seen)
+	}
+}
+
 // LikeFirst springs on the op's first try to take a key and its retries,
 // not on a later step of a try that took it: Symfony's acquire takes the
 // key with one script and sets its lease with another.
