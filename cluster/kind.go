@@ -58,17 +58,17 @@ type Kind struct {
 	// runs on this kind takes the whole machine rather than a core: what
 	// its servers and those workers take of two cores makes a neighbour's
 	// timers late (docs/ci-and-benchmarks.md). A Go lock's pairs on the
-	// kind take a core (engine.Resolved.Alone). Unset, every pair takes a
-	// core, or half of one where Light or LightWorkers.
+	// kind take two of the room's seats (engine.Resolved.Alone). Unset,
+	// every pair takes two seats, or one where Light or LightWorkers.
 	Alone string
 	// Light, when set, says why a pair on local servers of this kind whose
-	// clients are goroutines of the harness takes half a core (one seat of
-	// the room, engine.Resolved.Seats) rather than a core, as measured:
+	// clients are goroutines of the harness takes one seat of the room
+	// (engine.Resolved.Seats) rather than two, as measured:
 	// its servers and clients leave most of a core idle, and the lateness
 	// meter reads everything a neighbour could delay.
 	Light string
 	// LightWorkers, when set, says why a pair on local servers of this kind
-	// takes half a core even with a worker process per client (a library's
+	// takes one seat even with a worker process per client (a library's
 	// Python, PHP or JVM worker, or the harness's own for a Go lock), as
 	// measured beside neighbours.
 	LightWorkers string

@@ -17,7 +17,7 @@ import (
 // process answers.
 //
 // Its pairs, the library's (PHP and Python workers) and the Go lock's,
-// take half a core: measured four at a time beside two busy loops, none
+// take one seat: measured four at a time beside two busy loops, none
 // ran late (docs/ci-and-benchmarks.md). So Alone is unset and
 // LightWorkers set.
 var MemcachedKind = &Kind{

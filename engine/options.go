@@ -200,24 +200,24 @@ func kindOf(info locks.Info) *cluster.Kind {
 }
 
 // Seats is how many of the machine-wide room's seats the run takes (a
-// seat is half a core): every one alone; one where the run is light, its
+// seat is a third of a core): every one alone; one where the run is light, its
 // clients goroutines of the harness (whose timers the lateness meter
 // reads, so a neighbour that delays them starves the run, which then
 // runs again alone) on local servers of a kind measured light
 // (cluster.Kind.Light), or any clients on local servers of a kind
 // measured light with worker processes (cluster.Kind.LightWorkers); else
-// two, a core.
+// PairSeats.
 func (p Resolved) Seats() int {
 	k := p.kind()
 	switch {
 	case p.Alone():
 		return Seats()
 	case p.Options.Backend != cluster.Local:
-		return SeatsPerCore
+		return PairSeats
 	case k.LightWorkers != "", k.Light != "" && !p.Options.ClientProcs:
 		return 1
 	}
-	return SeatsPerCore
+	return PairSeats
 }
 
 // Resolve checks the options against the catalogue and fills in defaults.

@@ -12,15 +12,16 @@ import (
 
 // The room is machine-wide: every run of a story on this machine, from any
 // process (a matrix, go test's packages side by side, a user's second
-// terminal), holds some of its seats, two per core, and a story marked
-// Alone holds them all. A seat is half a core: a light run (Resolved.Seats)
-// takes one, any other a core's two. Three a core were measured twice and
-// left (docs/ci-and-benchmarks.md): beside the unit tests in `make test`
-// they starved a Redis pair in 25 and let a wrong verdict through. A
-// matrix's -parallel bounds only its own runs; the room bounds them all,
-// so `make test` can run the unit tests beside the matrix without more
-// stories than the cores can carry, and a watchdog story still gets the
-// machine to itself.
+// terminal), holds some of its seats, three per core, and a story marked
+// Alone holds them all. A seat is a third of a core: a light run
+// (Resolved.Seats) takes one, any other two (PairSeats). The cores stood
+// about 70% busy through a matrix at two seats a core; at three, the
+// whole matrix kept every verdict, idle and beside two busy loops, which
+// starved about 1% of its first runs; those ran again alone
+// (docs/ci-and-benchmarks.md). A matrix's -parallel bounds only its own
+// runs; the room bounds them all, so `make test` can run the unit tests
+// beside the matrix without more stories than the cores can carry, and a
+// watchdog story still gets the machine to itself.
 //
 // A seat is a name in Linux's abstract unix-socket namespace, held by
 // listening on it: only one process can, the kernel frees it when that
@@ -35,15 +36,19 @@ type room struct {
 }
 
 // SeatsPerCore is how many seats the room has per core.
-const SeatsPerCore = 2
+const SeatsPerCore = 3
 
-// machineRoom is the room every run enters, two seats per core (tests
+// PairSeats is how many seats a run takes that is neither light nor alone
+// (Resolved.Seats): two thirds of a core.
+const PairSeats = 2
+
+// machineRoom is the room every run enters, three seats per core (tests
 // make rooms of their own).
 func machineRoom() room {
 	return room{name: "locktorture-room", seats: SeatsPerCore * runtime.NumCPU()}
 }
 
-// Seats is how many seats the machine's room has, two per core: how many
+// Seats is how many seats the machine's room has, three per core: how many
 // light runs it holds at once, and what a matrix's time left is reckoned
 // with.
 func Seats() int { return machineRoom().seats }

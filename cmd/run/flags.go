@@ -67,7 +67,7 @@ func newFlags() *flags {
 	fs.BoolVar(&f.list, "list", false, "list scenarios and locks, then exit")
 	fs.StringVar(&f.backend, "backend", cluster.Local, "which `backend` runs the Redis nodes: "+strings.Join(cluster.Backends(), " or ")+" (docker: containers from a local image that make setup builds)")
 	fs.BoolVar(&f.procs, "client-procs", false, "run every client as an OS process of its own (pauses are SIGSTOP, crashes SIGKILL)")
-	fs.IntVar(&f.parallel, "parallel", engine.Seats(), "pairs run at once (default: the room's seats, two per core); each takes its seats, half a core for a light pair, a core else, the machine for a timing-sensitive story")
+	fs.IntVar(&f.parallel, "parallel", engine.Seats(), "pairs run at once (default: the room's seats, three per core); each takes its seats, a third of a core for a light pair, two thirds else, the machine for a timing-sensitive story")
 	fs.BoolVar(&f.fresh, "fresh", false, "start every pair's servers afresh (default: a lock service's servers, ZooKeeper's, etcd's, PostgreSQL's, MariaDB's, that a pair left unfaulted and answering are reset and kept for the next pair of the same topology)")
 	fs.StringVar(&f.shard, "shard", "", "run only slice i of n of the pairs (i/n, 1-based), for spreading a matrix over machines; auto[/n] takes i (and n) from a Kubernetes Indexed Job (JOB_COMPLETION_INDEX) or a CI's parallel job (CI_NODE_INDEX, CI_NODE_TOTAL)")
 	fs.StringVar(&f.check, "check", "", "judge every run stored under `DIR` (one run, or a results tree) again with today's checkers and rewrite its verdict and report, starting nothing, then exit")

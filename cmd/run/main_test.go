@@ -1093,8 +1093,8 @@ func TestRunOrderPutsTheWideFirstAndTheAloneLast(t *testing.T) {
 }
 
 // A pair's seats follow what was measured of its kind and its clients:
-// half a core for a Redis lock whose clients are goroutines and for any
-// pair on a local memcached, a core for a pair whose clients are worker
+// one seat for a Redis lock whose clients are goroutines and for any
+// pair on a local memcached, two for a pair whose clients are worker
 // processes of this harness (a Go lock on a service, -client-procs on
 // Redis) or another language's on Redis, ZooKeeper, etcd or MariaDB, the
 // whole machine for another language's library on PostgreSQL.
@@ -1109,11 +1109,11 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 		procs bool
 		want  int
 	}{
-		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.SeatsPerCore}, {"redis-py", false, engine.SeatsPerCore},
-		{"zk", false, engine.SeatsPerCore}, {"etcd-fenced", false, engine.SeatsPerCore}, {"pg-lease", false, engine.SeatsPerCore},
-		{"mysql-get-lock", false, engine.SeatsPerCore}, {"memcached-add", false, 1}, {"memcached-add", true, 1},
-		{"curator", false, engine.SeatsPerCore}, {"kazoo", false, engine.SeatsPerCore}, {"etcd3", false, engine.SeatsPerCore},
-		{"symfony-pdo-mysql", false, engine.SeatsPerCore}, {"symfony-memcached", false, 1}, {"tooz-memcached", false, 1},
+		{"set-nx-px", false, 1}, {"set-nx-px", true, engine.PairSeats}, {"redis-py", false, engine.PairSeats},
+		{"zk", false, engine.PairSeats}, {"etcd-fenced", false, engine.PairSeats}, {"pg-lease", false, engine.PairSeats},
+		{"mysql-get-lock", false, engine.PairSeats}, {"memcached-add", false, 1}, {"memcached-add", true, 1},
+		{"curator", false, engine.PairSeats}, {"kazoo", false, engine.PairSeats}, {"etcd3", false, engine.PairSeats},
+		{"symfony-pdo-mysql", false, engine.PairSeats}, {"symfony-memcached", false, 1}, {"tooz-memcached", false, 1},
 		{"tooz-postgres", false, all}, {"symfony-pdo-pg", false, all},
 	} {
 		// A lock the baseline leaves out (its server ends leases early) is
@@ -1130,8 +1130,8 @@ func TestSeatsFollowTheMeasuredLoad(t *testing.T) {
 			t.Errorf("%s / %s (client processes %v): %d seats, want %d of %d", story, tc.lock, tc.procs, got, tc.want, all)
 		}
 	}
-	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "memcached-add", Backend: "docker"}); err != nil || p.Seats() != engine.SeatsPerCore {
-		t.Errorf("baseline / memcached-add on docker: %d seats (%v), want a core's %d: memcached was measured light on local servers", p.Seats(), err, engine.SeatsPerCore)
+	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "memcached-add", Backend: "docker"}); err != nil || p.Seats() != engine.PairSeats {
+		t.Errorf("baseline / memcached-add on docker: %d seats (%v), want %d: memcached was measured light on local servers", p.Seats(), err, engine.PairSeats)
 	}
 	if p, err := engine.Resolve(engine.Options{Scenario: "baseline", Lock: "zk", Alone: true}); err != nil || p.Seats() != all {
 		t.Errorf("baseline / zk asked to run alone: %d seats (%v), want all %d", p.Seats(), err, all)

@@ -31,7 +31,7 @@ type pairPlan struct {
 	// alone: the story takes every seat of the machine-wide room.
 	alone bool
 	// take is how many seats it takes otherwise (engine.Resolved.Seats:
-	// one for a light pair, a core's two else); 0 is one.
+	// one for a light pair, engine.PairSeats else); 0 is one.
 	take int
 	// kind is the lock's server kind, by which the matrix says where its
 	// time went.
