@@ -55,7 +55,7 @@ type Kind struct {
 	Session func(ctx context.Context, addr string) (ask func(context.Context) error, end func(), err error)
 	// Alone, when set, says why a pair of another language's library
 	// (its clients a Python, PHP or JVM worker process each) whose lock
-	// runs on this kind takes the whole machine rather than a core: what
+	// runs on this kind takes the whole machine rather than two seats: what
 	// its servers and those workers take of two cores makes a neighbour's
 	// timers late (docs/ci-and-benchmarks.md). A Go lock's pairs on the
 	// kind take two of the room's seats (engine.Resolved.Alone). Unset,
