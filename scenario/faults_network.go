@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"time"
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
@@ -32,6 +33,9 @@ var networkActions = []ActionKind{
 		}},
 	{Name: "heal", Ops: ops(fault.PartitionEnd), Help: "undo every partition and cut",
 		compile: simple("heal every partition", func(c *compiler) error { return c.e.Nemesis.Heal() })},
+	{Name: "heal-once-led", Ops: ops(fault.PartitionEnd),
+		Help:    "undo every partition and cut once a lock node says it leads its ensemble (an election that outlasts the run leaves it starved): the clients get back no sooner than a restarted ensemble serves",
+		compile: simple("heal every partition once a lock node leads", healOnceLed)},
 	{Name: "cut", Ops: ops(fault.PartitionStart), Undo: heal, Needs: []string{"client", "node", "direction"},
 		Help: "drop one direction of a client's link to a node", compile: compileCut},
 	{Name: "latency", Ops: ops(fault.LatencyStart, fault.LatencyEnd),
@@ -45,6 +49,25 @@ var networkActions = []ActionKind{
 		Needs: []string{"node"}, Takes: []string{"for"},
 		Help:    "delay a master's replication to its replica by for TTLs, both ways: its writes reach the replica that much later (for 0 ends it)",
 		compile: compileLag},
+}
+
+// healOnceLed heals once the ensemble has a leader: a restarted ensemble
+// restores its sessions with a fresh timeout as it elects, so clients
+// that get back as it serves find them, however long its members took to
+// start. Delayed (Action.Delay), it heals no sooner than that either.
+func healOnceLed(c *compiler) error {
+	ctx := c.background()
+	began := time.Now()
+	_, err := leaderOf(ctx, c.e, "", electionWait)
+	if err != nil && nemesis.CutShort(ctx, err) == nil {
+		// As kill-leader's: an election that outlasts the run leaves
+		// the story untold (starved), not an error.
+		return c.e.Nemesis.Untold("the ensemble had elected no leader to heal the cut after when the run ended", "", time.Since(began))
+	}
+	if err != nil {
+		return err
+	}
+	return c.e.Nemesis.Heal()
 }
 
 // heal undoes a partition or a cut.
