@@ -84,17 +84,15 @@ func ensembleRestartStory() Scenario {
 		// a connection timeout after the LOST, and a retry's sleep). The
 		// members' start and election take 0.9 s idle (their class-data
 		// archive) to 5 s beside two busy loops, wider than a fixed heal
-		// leaves room for: healed at 1.3 sessions with the members
-		// restarted at 0.3, a fast start served 1.8 s after the kill and
-		// its sessions expired before any waiter was back (twice in make
-		// test at 609a7c3). So the cut heals once a member leads, and no
-		// sooner than 1.1 sessions (LOST, with 0.3 s to spare), and the
-		// members restart 0.4 sessions after the kill: a fast start
-		// serves at 2.1 s, its sessions last until about 4.8 s, and the
-		// clients are back by 4.3 s. Restarted 0.8 sessions after the
-		// kill, the ensemble served 5.4 to 6.6 s after it, and in about
-		// one run of six every waiter gave up first. Waiters wait 8
-		// sessions, longer than any of that.
+		// leaves room for: after a fast start the restored sessions
+		// expire before a client healed late is back. So the cut heals
+		// once a member leads, and no sooner than 1.1 sessions (LOST,
+		// with 0.3 s to spare), and the members restart 0.4 sessions
+		// after the kill: a fast start serves at 2.1 s, its sessions last
+		// until about 4.8 s, and the clients are back by 4.3 s. A later
+		// restart moves the slow end past the waiters' give-up (at 0.8
+		// sessions, one run in six). Waiters wait 8 sessions, longer
+		// than any of that.
 		TTL: 3 * time.Second, WaitTTLs: 8,
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 7,
 		Rules: []Rule{
