@@ -56,15 +56,7 @@ var networkActions = []ActionKind{
 // that get back as it serves find them, however long its members took to
 // start. Delayed (Action.Delay), it heals no sooner than that either.
 func healOnceLed(c *compiler) error {
-	ctx := c.background()
-	began := time.Now()
-	_, err := leaderOf(ctx, c.e, "", electionWait)
-	if err != nil && nemesis.CutShort(ctx, err) == nil {
-		// As kill-leader's: an election that outlasts the run leaves
-		// the story untold (starved), not an error.
-		return c.e.Nemesis.Untold("the ensemble had elected no leader to heal the cut after when the run ended", "", time.Since(began))
-	}
-	if err != nil {
+	if led, err := awaitElection(c, "", "the ensemble had elected no leader to heal the cut after when the run ended", time.Now()); !led {
 		return err
 	}
 	return c.e.Nemesis.Heal()

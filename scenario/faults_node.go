@@ -77,17 +77,24 @@ func killLeader(c *compiler) error {
 	if err := c.e.Nemesis.KillNode(leader); err != nil {
 		return err
 	}
-	killed := time.Now()
-	_, err = leaderOf(ctx, c.e, leader, electionWait)
-	if err != nil && nemesis.CutShort(ctx, err) == nil {
-		// The story waits for the election before the holder goes on;
-		// one that outlasts the run leaves it untold, on a machine too
-		// busy to elect (idle: hundreds of milliseconds): starved, and
-		// run again, not an error.
-		return c.e.Nemesis.Untold(fmt.Sprintf("the ensemble had elected no leader in place of %s when the run ended", leader),
-			leader, time.Since(killed))
-	}
+	// The story waits for the election before the holder goes on.
+	_, err = awaitElection(c, leader, fmt.Sprintf("the ensemble had elected no leader in place of %s when the run ended", leader), time.Now())
 	return err
+}
+
+// awaitElection waits, up to electionWait, for a lock node other than not
+// to lead its ensemble, and reports whether one does. An election that
+// outlasts the run, on a machine too busy to elect (idle: hundreds of
+// milliseconds), leaves the story untold: it is recorded as such (what,
+// counted from since), so the run is starved and runs again, not an
+// error.
+func awaitElection(c *compiler, not, what string, since time.Time) (led bool, err error) {
+	ctx := c.background()
+	_, err = leaderOf(ctx, c.e, not, electionWait)
+	if err != nil && nemesis.CutShort(ctx, err) == nil {
+		return false, c.e.Nemesis.Untold(what, not, time.Since(since))
+	}
+	return err == nil, err
 }
 
 // electionWait bounds how long leader-failover waits for the two members
