@@ -98,8 +98,12 @@ func (n *Nemesis) Evict(ctx context.Context, node string) error {
 	})
 }
 
-// fillKey is the size of a filler key's value.
-const fillKey = 64 << 10
+// fillKey is the size of a filler key's value; fillBatch how many such
+// keys under the node's maxmemory go out in one round trip (4 MiB).
+const (
+	fillKey   = 64 << 10
+	fillBatch = 64
+)
 
 // evictUsual is how long an eviction usually takes on a node of
 // maxmemory limit, its fill and its deletes, so that the lateness meter
@@ -118,8 +122,8 @@ func evictUsual(limit int) time.Duration {
 // maxmemory limit, until the node refuses one (OOM: its policy has
 // evicted all it may), and returns the keys it took, those of a fill
 // that failed midway too. The writes that fit under the node's
-// maxmemory, which evict nothing, go out in one round trip, sized by
-// what the first key cost the node (its allocator rounds a value up);
+// maxmemory, which evict nothing, go out fillBatch at a time, counted
+// by what the first key cost the node (its allocator rounds a value up);
 // the rest one at a time, stopping at the first refusal, since a write
 // past it would evict the key a new holder has just set, a second
 // eviction the story does not tell.
@@ -156,12 +160,17 @@ func fill(ctx context.Context, nd *cluster.Node, before, limit int) ([]any, erro
 	if cost := max(after-before, fillKey); limit > after {
 		n += min((limit-after)/cost*3/4, 4096)
 	}
-	var under [][]any
-	for i := 1; i < n; i++ {
-		under = append(under, set(i))
-	}
-	if full, err := took(under...); full || err != nil {
-		return filled, err
+	// In round trips of fillBatch keys: one of a node's whole maxmemory
+	// (192 MiB of 256) outlasted the client's write timeout beside make
+	// test's unit tests, and the fill failed rather than ran late.
+	for i := 1; i < n; i += fillBatch {
+		var under [][]any
+		for j := i; j < min(i+fillBatch, n); j++ {
+			under = append(under, set(j))
+		}
+		if full, err := took(under...); full || err != nil {
+			return filled, err
+		}
 	}
 	for i := n; i < n+4096; i++ {
 		if full, err := took(set(i)); full || err != nil {

@@ -209,7 +209,10 @@ func onNodeCtx(format string, do func(*nemesis.Nemesis, context.Context, string)
 // ends after it did not happen as its story tells, and the run is noted
 // starved (nemesis.Gate.Outran) rather than judged. So is one the run's
 // end cut short after the pause was over: it too outlasted the pause,
-// and without the note the run would read vacuous rather than starved. The
+// and without the note the run would read vacuous rather than starved;
+// and so is one that failed after the pause was over (a fill's write
+// timed out on a loaded machine), the note saying why, rather than the run
+// failing: the machine, not the harness, is what it tells of. The
 // lateness meter reads such an action's own time against half a TTL,
 // and a pause may leave it less.
 func insidePause(compile func(*compiler, string, Action) (deed, string, error)) func(*compiler, string, Action) (deed, string, error) {
@@ -221,8 +224,13 @@ func insidePause(compile func(*compiler, string, Action) (deed, string, error)) 
 		return func(ctx context.Context, caught int) error {
 			inside := caught >= 0 && c.e.Gate.Paused(caught)
 			err := do(ctx, caught)
-			if (err == nil || ctx.Err() != nil) && inside && !c.e.Gate.Paused(caught) {
+			switch {
+			case !inside || c.e.Gate.Paused(caught):
+			case err == nil || ctx.Err() != nil:
 				c.e.Gate.Outran(name, caught)
+			default:
+				c.e.Gate.Outran(fmt.Sprintf("%s (which failed: %v)", name, err), caught)
+				return nil
 			}
 			return err
 		}, name, nil
