@@ -160,9 +160,9 @@ func fill(ctx context.Context, nd *cluster.Node, before, limit int) ([]any, erro
 	if cost := max(after-before, fillKey); limit > after {
 		n += min((limit-after)/cost*3/4, 4096)
 	}
-	// In round trips of fillBatch keys: one of a node's whole maxmemory
-	// (192 MiB of 256) outlasted the client's write timeout beside make
-	// test's unit tests, and the fill failed rather than ran late.
+	// In round trips of fillBatch keys: a write of most of a node's
+	// maxmemory at once can outlast the client's write timeout on a
+	// loaded machine, and the fill would fail rather than run late.
 	for i := 1; i < n; i += fillBatch {
 		var under [][]any
 		for j := i; j < min(i+fillBatch, n); j++ {
