@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
-	"time"
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/fault"
@@ -56,7 +55,7 @@ var networkActions = []ActionKind{
 // that get back as it serves find them, however long its members took to
 // start. Delayed (Action.Delay), it heals no sooner than that either.
 func healOnceLed(c *compiler) error {
-	if led, err := awaitElection(c, "", "the ensemble had elected no leader to heal the cut after when the run ended", time.Now()); !led {
+	if led, err := awaitElection(c, "", "the ensemble had elected no leader to heal the cut after when the run ended"); !led {
 		return err
 	}
 	return c.e.Nemesis.Heal()

@@ -78,7 +78,7 @@ func killLeader(c *compiler) error {
 		return err
 	}
 	// The story waits for the election before the holder goes on.
-	_, err = awaitElection(c, leader, fmt.Sprintf("the ensemble had elected no leader in place of %s when the run ended", leader), time.Now())
+	_, err = awaitElection(c, leader, fmt.Sprintf("the ensemble had elected no leader in place of %s when the run ended", leader))
 	return err
 }
 
@@ -86,9 +86,10 @@ func killLeader(c *compiler) error {
 // to lead its ensemble, and reports whether one does. An election that
 // outlasts the run, on a machine too busy to elect (idle: hundreds of
 // milliseconds), leaves the story untold: it is recorded as such (what,
-// counted from since), so the run is starved and runs again, not an
+// with how long it waited), so the run is starved and runs again, not an
 // error.
-func awaitElection(c *compiler, not, what string, since time.Time) (led bool, err error) {
+func awaitElection(c *compiler, not, what string) (led bool, err error) {
+	since := time.Now()
 	ctx := c.background()
 	_, err = leaderOf(ctx, c.e, not, electionWait)
 	if err != nil && nemesis.CutShort(ctx, err) == nil {
