@@ -443,7 +443,10 @@ func (l *zkLock) create(ctx context.Context, c *zk.Conn, dir, prefix string, dea
 
 // find looks for the node whose name starts with prefix among dir's
 // children, after a sync, so the member we ask has seen every write the
-// leader had when it answered: "" when the create did not happen.
+// leader had when it answered: "" when the create did not happen. No dir
+// is no node either: a create lost before the dir was made (an
+// ensemble's first write) cannot have landed, since a child needs its
+// parent, and one still on its way is the caller's orphan.
 func (l *zkLock) find(ctx context.Context, c *zk.Conn, dir, prefix string, deadline time.Time) (string, error) {
 	// The caller's ctx may be what ended the create; the search still
 	// gets its own bound, as long as the create's.
@@ -457,6 +460,9 @@ func (l *zkLock) find(ctx context.Context, c *zk.Conn, dir, prefix string, deadl
 		children, _, err = c.Children(dir)
 		return err
 	})
+	if errors.Is(err, zk.ErrNoNode) {
+		return "", nil
+	}
 	if err != nil {
 		return "", err
 	}
