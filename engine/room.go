@@ -21,7 +21,9 @@ import (
 // (docs/ci-and-benchmarks.md). A matrix's -parallel bounds only its own
 // runs; the room bounds them all, so `make test` can run the unit tests
 // beside the matrix without more stories than the cores can carry, and a
-// watchdog story still gets the machine to itself.
+// watchdog story still gets the machine to itself. A matrix also
+// narrows its own share of the room where its runs measure the machine
+// late (cmd/run's width): three a core is one machine's figure.
 //
 // A seat is a name in Linux's abstract unix-socket namespace, held by
 // listening on it: only one process can, the kernel frees it when that

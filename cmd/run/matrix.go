@@ -42,6 +42,9 @@ type matrixRun struct {
 	plans []pairPlan
 	seats int
 	tr    *tracker
+	// width bounds the seats the matrix's first runs hold, by what they
+	// measure (width.go).
+	width *width
 	// full: the run is the whole matrix, or a shard of a selection, which
 	// is what summary.json and the index's grid show; an ad-hoc selection
 	// leaves them alone.
@@ -91,6 +94,7 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 	// One pair asked for by name is looked at, not tallied: its block is
 	// printed as with -v.
 	m.tr = newTracker(stdout, stderr, m.plans, f.parallel, m.seats, isTerminal(stdout), f.verbose || len(m.pairs) == 1)
+	m.width = newWidth(m.seats, m.tr.printf)
 	order := runOrder(m.plans)
 	m.tr.queue = slices.Clone(order)
 	m.sayEstimate(stdout)
@@ -285,10 +289,25 @@ func (m *matrixRun) runPair(ctx context.Context, i int) {
 	var log bytes.Buffer
 	o.Log = &log
 	o.Progress = m.tr.progress(i)
+	leave := func() {}
+	if !m.again {
+		var err error
+		if leave, err = m.width.enter(ctx, m.plans[i].seats(m.seats)); err != nil {
+			return // never started, as a pair Spread did not reach
+		}
+	}
 	m.tr.begin(i)
 	res, err := engine.Run(ctx, o)
 	// Run gives its seats up as it returns: what it held ends here.
 	freed := time.Now()
+	leave()
+	if !m.again && err == nil {
+		share := runShare(res.Lateness, res.Limits)
+		if res.Outcome == verdict.Starved {
+			share = max(share, 1)
+		}
+		m.width.measure(m.plans[i].name(), share)
+	}
 	if errors.Is(err, engine.ErrInterrupted) {
 		// Not judged, but listed: the index shows it was cut short.
 		m.tr.forget(i)
@@ -366,6 +385,9 @@ func (m *matrixRun) end(wall time.Duration, stdout, stderr io.Writer) int {
 	}
 	if mx.Late > 0 {
 		fmt.Fprintf(stdout, "%d run(s) ran late and kept their verdict, a fault-free pass or beside a slow lock server (see the table above)\n", mx.Late)
+	}
+	if s := m.width.summary(); s != "" {
+		fmt.Fprintln(stdout, s)
 	}
 	if len(m.rerun) > 0 {
 		fmt.Fprintf(stdout, "%d starved or vacuous run(s) ran again, and the counts are of the second runs: %s\n", len(m.rerun), strings.Join(m.rerun, "; "))

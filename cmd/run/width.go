@@ -1,0 +1,140 @@
+package main
+
+// The matrix's width: how many of the machine room's seats its own first
+// runs may hold at once. The room has three seats a core, a figure
+// measured on one machine; a slower one, or one busy with work the room
+// does not count (a compile, another user's loops), starves more runs at
+// that width than the width saves, and a starved run costs its pair a
+// second run alone. So the width follows what the runs measure: a first
+// run whose harness ran late by narrowShare of a limit or more narrows
+// it by a pair's seats, down to one pair; widenAfter first runs in a row
+// that ran on time widen it again by a seat, up to the room's. An idle
+// machine of the kind the room was measured on never narrows it.
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/lateness"
+)
+
+const (
+	// narrowShare is how late, as a share of its limit, a run's worst
+	// judged sample may run before the width narrows: half way to
+	// starved, so the width narrows before its runs starve rather than
+	// after.
+	narrowShare = 0.5
+	// widenAfter is how many first runs in a row must stay under
+	// narrowShare before the width grows by a seat.
+	widenAfter = 8
+)
+
+// width is the matrix's own bound on the seats its runs hold, below the
+// room's, which bounds every process's.
+type width struct {
+	mu sync.Mutex
+	// room is the most it may be; floor the least, a pair's seats.
+	room, floor int
+	now, used   int
+	calm        int
+	// narrowest is the least it has been, narrowed how many times it
+	// narrowed: for the matrix's closing lines.
+	narrowest, narrowed int
+	// changed is closed whenever a run leaves or the width grows.
+	changed chan struct{}
+	logf    func(format string, args ...any)
+}
+
+func newWidth(room int, logf func(format string, args ...any)) *width {
+	floor := min(engine.PairSeats, room)
+	return &width{room: room, floor: floor, now: room, narrowest: room, changed: make(chan struct{}), logf: logf}
+}
+
+// enter waits until n more seats fit the width (a run that asks the
+// width or more takes all of it, once no other run holds any) and
+// returns what gives them up.
+func (w *width) enter(ctx context.Context, n int) (leave func(), err error) {
+	for {
+		w.mu.Lock()
+		take := min(max(n, 1), w.now)
+		if w.used+take <= w.now {
+			w.used += take
+			w.mu.Unlock()
+			var once sync.Once
+			return func() { once.Do(func() { w.give(take) }) }, nil
+		}
+		changed := w.changed
+		w.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (w *width) give(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.used -= n
+	w.wake()
+}
+
+// wake tells every waiting run to look again; w.mu is held.
+func (w *width) wake() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// measure takes one first run's lateness into the width: share is its
+// worst judged sample over that kind's limit (runShare).
+func (w *width) measure(run string, share float64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if share >= narrowShare {
+		w.calm = 0
+		if w.now > w.floor {
+			w.now = max(w.floor, w.now-w.floor)
+			w.narrowest = min(w.narrowest, w.now)
+			w.narrowed++
+			w.logf("%s: the harness ran %.0f%% of a lateness limit late; the matrix narrows to %d of the room's %d seats\n", run, 100*share, w.now, w.room)
+		}
+		return
+	}
+	if w.now >= w.room {
+		return
+	}
+	if w.calm++; w.calm >= widenAfter {
+		w.calm = 0
+		w.now++
+		w.wake()
+		w.logf("%d runs in a row on time: the matrix widens to %d of the room's %d seats\n", widenAfter, w.now, w.room)
+	}
+}
+
+// summary says how the width went, or "" when it never narrowed.
+func (w *width) summary() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.narrowed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("the matrix narrowed %d time(s), to as few as %d of the room's %d seats, where its runs ran late (half a lateness limit or more)", w.narrowed, w.narrowest, w.room)
+}
+
+// runShare is a run's worst judged lateness as a share of its kind's
+// limit: 1 or more is starved. Workers' waits are a figure, not judged
+// (lateness.Worker), so they do not count here either.
+func runShare(samples []lateness.Sample, lim lateness.Limits) float64 {
+	worst := 0.0
+	for _, s := range samples {
+		l := lim.Of(s.Kind)
+		if s.Kind == lateness.Worker || l <= 0 {
+			continue
+		}
+		worst = max(worst, float64(s.Late)/float64(l))
+	}
+	return worst
+}

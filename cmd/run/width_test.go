@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/locktorture/locktorture/lateness"
+)
+
+// A late run narrows the width by a pair's seats, never below one pair;
+// runs on time widen it a seat per widenAfter, never above the room; a
+// run between (under narrowShare) neither narrows it nor counts as late.
+func TestWidthFollowsLateness(t *testing.T) {
+	w := newWidth(6, t.Logf)
+	w.measure("a", 1.3)
+	if w.now != 4 {
+		t.Fatalf("after a starved run: %d seats, want 4", w.now)
+	}
+	w.measure("b", narrowShare)
+	w.measure("c", 0.9)
+	if w.now != 2 {
+		t.Fatalf("after three late runs: %d seats, want the floor of 2", w.now)
+	}
+	for range widenAfter - 1 {
+		w.measure("calm", narrowShare/2)
+	}
+	if w.now != 2 {
+		t.Fatalf("widened after %d calm runs, before %d", widenAfter-1, widenAfter)
+	}
+	w.measure("calm", 0)
+	if w.now != 3 {
+		t.Fatalf("after %d calm runs: %d seats, want 3", widenAfter, w.now)
+	}
+	for range 10 * widenAfter {
+		w.measure("calm", 0)
+	}
+	if w.now != 6 {
+		t.Fatalf("after many calm runs: %d seats, want the room's 6", w.now)
+	}
+	if s := w.summary(); s == "" {
+		t.Fatal("a width that narrowed says nothing")
+	}
+	if s := newWidth(6, t.Logf).summary(); s != "" {
+		t.Fatalf("a width that never narrowed says %q", s)
+	}
+}
+
+// Runs enter while their seats fit the width; a run asking for the whole
+// width waits until no other holds any; a cancelled wait returns the
+// context's error and takes nothing.
+func TestWidthBoundsTheSeatsHeld(t *testing.T) {
+	ctx := context.Background()
+	w := newWidth(6, t.Logf)
+	w.measure("late", 1) // 4 seats
+	a, err := w.enter(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := w.enter(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entered, left := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(left)
+		leave, err := w.enter(ctx, 6) // alone: the whole width
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		close(entered)
+		leave()
+	}()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := w.enter(short, 2); err == nil {
+		t.Fatal("a pair entered 3 of 4 seats already held")
+	}
+	a()
+	select {
+	case <-entered:
+		t.Fatal("a run alone entered beside a run still holding its seat")
+	case <-time.After(50 * time.Millisecond):
+	}
+	b()
+	b() // a second leave gives nothing back twice
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a run alone still waits with every seat free")
+	}
+	<-left
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.used != 0 {
+		t.Fatalf("%d seats held after every run left", w.used)
+	}
+}
+
+// runShare is the worst judged sample over its kind's limit; a worker's
+// wait, a figure not a limit, does not count.
+func TestRunShare(t *testing.T) {
+	lim := lateness.LimitsFor(500 * time.Millisecond) // timers 100ms, faults 250ms
+	samples := []lateness.Sample{
+		{Kind: lateness.Timer, Late: int64(30 * time.Millisecond)},
+		{Kind: lateness.Fault, Late: int64(125 * time.Millisecond)},
+		{Kind: lateness.Worker, Late: int64(400 * time.Millisecond)},
+	}
+	if got := runShare(samples, lim); got != 0.5 {
+		t.Fatalf("share %v, want 0.5 (the fault's 125 of 250 ms)", got)
+	}
+	if got := runShare(nil, lim); got != 0 {
+		t.Fatalf("share of no samples %v", got)
+	}
+}
