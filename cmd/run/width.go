@@ -3,13 +3,17 @@ package main
 // The matrix's width: how many of the machine room's seats its own first
 // runs may hold at once. The room has three seats a core, a figure
 // measured on one machine; a slower one, or one busy with work the room
-// does not count (a compile, another user's loops), starves more runs at
-// that width than the width saves, and a starved run costs its pair a
-// second run alone. So the width follows what the runs measure: a first
-// run whose harness ran late by narrowShare of a limit or more narrows
-// it by a pair's seats, down to one pair; widenAfter first runs in a row
-// that ran on time widen it again by a seat, up to the room's. An idle
-// machine of the kind the room was measured on never narrows it.
+// does not count (a compile, a test's CPU, another user's loops), starves
+// more runs at that width than the width saves, and a starved run costs
+// its pair a second run alone. So the width follows what the runs
+// measure: it narrows by a pair's seats, down to one pair, when a first
+// run's harness ran a whole lateness limit late, or when lateNeeded of
+// the last lateWindow first runs ran narrowShare of one late; widenAfter
+// first runs in a row under narrowShare widen it again by a seat, up to
+// the room's. One run half a limit late is the noise of an idle machine
+// (13 of 513 first runs of a whole matrix, apart); a machine that stays
+// busy makes them in runs (75 of 259 in make test's Redis matrix, within
+// two minutes).
 
 import (
 	"context"
@@ -22,10 +26,11 @@ import (
 
 const (
 	// narrowShare is how late, as a share of its limit, a run's worst
-	// judged sample may run before the width narrows: half way to
-	// starved, so the width narrows before its runs starve rather than
-	// after.
+	// judged sample counts as late: half way to starved, so the width
+	// narrows before its runs starve rather than after.
 	narrowShare = 0.5
+	// lateNeeded of the last lateWindow first runs late narrow the width.
+	lateNeeded, lateWindow = 2, 4
 	// widenAfter is how many first runs in a row must stay under
 	// narrowShare before the width grows by a seat.
 	widenAfter = 8
@@ -39,6 +44,8 @@ type width struct {
 	room, floor int
 	now, used   int
 	calm        int
+	// recent says which of the last lateWindow first runs were late.
+	recent []bool
 	// narrowest is the least it has been, narrowed how many times it
 	// narrowed: for the matrix's closing lines.
 	narrowest, narrowed int
@@ -93,14 +100,23 @@ func (w *width) wake() {
 func (w *width) measure(run string, share float64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if share >= narrowShare {
-		w.calm = 0
+	late := share >= narrowShare
+	if w.recent = append(w.recent, late); len(w.recent) > lateWindow {
+		w.recent = w.recent[1:]
+	}
+	if n, seen := countTrue(w.recent), len(w.recent); share >= 1 || n >= lateNeeded {
+		w.recent, w.calm = w.recent[:0], 0
 		if w.now > w.floor {
 			w.now = max(w.floor, w.now-w.floor)
 			w.narrowest = min(w.narrowest, w.now)
 			w.narrowed++
-			w.logf("%s: the harness ran %.0f%% of a lateness limit late; the matrix narrows to %d of the room's %d seats\n", run, 100*share, w.now, w.room)
+			w.logf("%s: the harness ran %.0f%% of a lateness limit late (%d of the last %d first runs half a limit or more); the matrix narrows to %d of the room's %d seats\n",
+				run, 100*share, n, seen, w.now, w.room)
 		}
+		return
+	}
+	if late {
+		w.calm = 0
 		return
 	}
 	if w.now >= w.room {
@@ -110,8 +126,18 @@ func (w *width) measure(run string, share float64) {
 		w.calm = 0
 		w.now++
 		w.wake()
-		w.logf("%d runs in a row on time: the matrix widens to %d of the room's %d seats\n", widenAfter, w.now, w.room)
+		w.logf("%d first runs in a row on time: the matrix widens to %d of the room's %d seats\n", widenAfter, w.now, w.room)
 	}
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // summary says how the width went, or "" when it never narrowed.
@@ -121,7 +147,7 @@ func (w *width) summary() string {
 	if w.narrowed == 0 {
 		return ""
 	}
-	return fmt.Sprintf("the matrix narrowed %d time(s), to as few as %d of the room's %d seats, where its runs ran late (half a lateness limit or more)", w.narrowed, w.narrowest, w.room)
+	return fmt.Sprintf("the matrix narrowed %d time(s), to as few as %d of the room's %d seats, where its runs ran late", w.narrowed, w.narrowest, w.room)
 }
 
 // runShare is a run's worst judged lateness as a share of its kind's

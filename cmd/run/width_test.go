@@ -8,9 +8,10 @@ import (
 	"github.com/locktorture/locktorture/lateness"
 )
 
-// A late run narrows the width by a pair's seats, never below one pair;
-// runs on time widen it a seat per widenAfter, never above the room; a
-// run between (under narrowShare) neither narrows it nor counts as late.
+// A run a whole limit late narrows the width by a pair's seats at once;
+// one half a limit late does not, a second within lateWindow does; never
+// below one pair. Runs on time widen it a seat per widenAfter, never above
+// the room.
 func TestWidthFollowsLateness(t *testing.T) {
 	w := newWidth(6, t.Logf)
 	w.measure("a", 1.3)
@@ -18,9 +19,28 @@ func TestWidthFollowsLateness(t *testing.T) {
 		t.Fatalf("after a starved run: %d seats, want 4", w.now)
 	}
 	w.measure("b", narrowShare)
+	if w.now != 4 {
+		t.Fatalf("one run half a limit late narrowed the width to %d", w.now)
+	}
+	for range lateWindow - lateNeeded {
+		w.measure("calm", 0)
+	}
 	w.measure("c", 0.9)
 	if w.now != 2 {
-		t.Fatalf("after three late runs: %d seats, want the floor of 2", w.now)
+		t.Fatalf("after %d of %d runs late: %d seats, want 2", lateNeeded, lateWindow, w.now)
+	}
+	w.measure("d", 2)
+	if w.now != 2 {
+		t.Fatalf("narrowed below one pair: %d seats", w.now)
+	}
+	apart := newWidth(6, t.Logf)
+	apart.measure("e", narrowShare)
+	for range lateWindow - 1 {
+		apart.measure("calm", 0)
+	}
+	apart.measure("f", narrowShare)
+	if apart.now != 6 {
+		t.Fatalf("two late runs %d apart narrowed the width to %d", lateWindow, apart.now)
 	}
 	for range widenAfter - 1 {
 		w.measure("calm", narrowShare/2)
