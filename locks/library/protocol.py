@@ -189,6 +189,14 @@ class Worker:
         timeout = (h.get("store_timeout_ns") or 500_000_000) / 1e9
         self.store = redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout)
         self._fenced_write = self.store.register_script(_FENCED_WRITE)
+        # Connected now, before the story's clock, not by the first read:
+        # redis-py dials on a command's demand, and a first read through
+        # the link took up to 274 ms, inside a successor's window. A store
+        # that does not answer here fails the first op instead.
+        try:
+            self.store.ping()
+        except Exception:
+            pass
 
     def read(self, key):
         v = self.store.get(key)

@@ -288,6 +288,13 @@ public final class CuratorWorker {
             } catch (IllegalArgumentException e) {
                 return err(UNKNOWN, "store: " + e.getMessage());
             }
+            // Connected now, before the story's clock, not by the first
+            // read; a store that does not answer fails the first op instead.
+            try {
+                store.call("PING");
+            } catch (IOException e) {
+                // the first op dials again and reports it
+            }
             lock = name;
             fenced = name.equals("curator-fenced");
             listener = name.equals("curator-listener");
