@@ -116,7 +116,7 @@ func (p *processes) open(client, process int, clock *nemesis.ClientClock) (workl
 		d.close()
 		return workloads.Process{}, err
 	}
-	warm(store, p.storeOpts.Timeout)
+	warm(store)
 	cfg := p.lock
 	cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = lockClients, addrs, clock, fmt.Sprintf("%s:%d", d.peer, process)
 	cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
@@ -298,14 +298,19 @@ func (p *processes) final(process int) (workloads.Resource, func(), error) {
 	return workloads.NewStore(c), d.close, nil
 }
 
+// warmBound bounds warm: long enough for a dial through a loaded link,
+// short enough that a process reopened while its store is cut or slowed
+// does not wait out the store's whole timeout before its first acquire.
+const warmBound = 500 * time.Millisecond
+
 // warm dials the store's connection as the process opens, not at its
-// first read: a first read through the client's link took 3 to 10 times
-// a later one's (idle, a median of 2 to 100 ms by lock, up to 274 ms),
-// and a story whose successor must read and write within a window (a
-// delayed write's) paid it inside that window. A store that does not
-// answer here fails the first op instead, as it did.
-func warm(c *redis.Client, timeout time.Duration) {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+// first read: a dial through the client's link costs several times a
+// read, and a story whose successor must read and write within a window
+// (a delayed write's) would pay it inside that window
+// (docs/ci-and-benchmarks.md has the figures). A store that does not
+// answer here fails the first op instead, as it did before.
+func warm(c *redis.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), warmBound)
 	defer cancel()
 	_ = c.Ping(ctx).Err()
 }

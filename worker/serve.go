@@ -147,7 +147,7 @@ func (s *server) hello(h *Hello, lookup func(string) (locks.Info, error)) error 
 	store := cluster.NewClient(h.Store, cluster.ClientOptions{Timeout: time.Duration(h.StoreTimeoutNS)})
 	// Connected at hello, before the story's clock, not by the first
 	// read (the harness's processes do the same: engine's warm).
-	ctx, cancel := context.WithTimeout(context.Background(), max(time.Duration(h.StoreTimeoutNS), time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	_ = store.Ping(ctx).Err()
 	cancel()
 	s.store = workloads.NewStore(store)

@@ -10,10 +10,9 @@ package main
 // run's harness ran a whole lateness limit late, or when lateNeeded of
 // the last lateWindow first runs ran narrowShare of one late; widenAfter
 // first runs in a row under narrowShare widen it again by a seat, up to
-// the room's. One run half a limit late is the noise of an idle machine
-// (13 of 513 first runs of a whole matrix, apart); a machine that stays
-// busy makes them in runs (75 of 259 in make test's Redis matrix, within
-// two minutes).
+// the room's. One run half a limit late is the noise of an idle machine,
+// which makes them one at a time; a machine that stays busy makes them in
+// runs (docs/ci-and-benchmarks.md has both).
 
 import (
 	"context"
@@ -42,8 +41,10 @@ type width struct {
 	mu sync.Mutex
 	// room is the most it may be; floor the least, a pair's seats.
 	room, floor int
-	now, used   int
-	calm        int
+	// now is the width; used the seats its runs hold; calm how many
+	// first runs in a row have run on time since it last changed.
+	now, used int
+	calm      int
 	// recent says which of the last lateWindow first runs were late.
 	recent []bool
 	// narrowest is the least it has been, narrowed how many times it
@@ -110,7 +111,7 @@ func (w *width) measure(run string, share float64) {
 			w.now = max(w.floor, w.now-w.floor)
 			w.narrowest = min(w.narrowest, w.now)
 			w.narrowed++
-			w.logf("%s: the harness ran %.0f%% of a lateness limit late (%d of the last %d first runs half a limit or more); the matrix narrows to %d of the room's %d seats\n",
+			w.logf("%s ran %.0f%% of a lateness limit late (%d of the last %d first runs half a limit or more); the matrix narrows to %d of the room's %d seats\n",
 				run, 100*share, n, seen, w.now, w.room)
 		}
 		return
@@ -151,8 +152,11 @@ func (w *width) summary() string {
 }
 
 // runShare is a run's worst judged lateness as a share of its kind's
-// limit: 1 or more is starved. Workers' waits are a figure, not judged
-// (lateness.Worker), so they do not count here either.
+// limit. Workers' waits are a figure, not judged (lateness.Worker), so
+// they do not count here either. A lock server's late replies count,
+// though the verdict keeps a run they alone made late: the servers are
+// local processes on the same cores, so they too say the machine is
+// behind.
 func runShare(samples []lateness.Sample, lim lateness.Limits) float64 {
 	worst := 0.0
 	for _, s := range samples {

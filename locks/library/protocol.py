@@ -190,9 +190,9 @@ class Worker:
         self.store = redis.Redis(host=host, port=port, socket_timeout=timeout, socket_connect_timeout=timeout)
         self._fenced_write = self.store.register_script(_FENCED_WRITE)
         # Connected now, before the story's clock, not by the first read:
-        # redis-py dials on a command's demand, and a first read through
-        # the link took up to 274 ms, inside a successor's window. A store
-        # that does not answer here fails the first op instead.
+        # redis-py dials on a command's demand, and a dial through the link
+        # costs several reads, which a successor's window cannot spare. A
+        # store that does not answer here fails the first op instead.
         try:
             self.store.ping()
         except Exception:
