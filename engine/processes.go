@@ -116,7 +116,6 @@ func (p *processes) open(client, process int, clock *nemesis.ClientClock) (workl
 		d.close()
 		return workloads.Process{}, err
 	}
-	warm(store)
 	cfg := p.lock
 	cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = lockClients, addrs, clock, fmt.Sprintf("%s:%d", d.peer, process)
 	cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
@@ -133,7 +132,9 @@ func (p *processes) open(client, process int, clock *nemesis.ClientClock) (workl
 		p.conns[c] = true
 	}
 	p.mu.Unlock()
-	return workloads.Process{Lock: lock, Store: workloads.NewStore(store), Close: d.close}, nil
+	st := workloads.NewStore(store)
+	st.Warm()
+	return workloads.Process{Lock: lock, Store: st, Close: d.close}, nil
 }
 
 // dialer opens one in-harness process's connections, each through its
@@ -296,23 +297,6 @@ func (p *processes) final(process int) (workloads.Resource, func(), error) {
 		return nil, nil, err
 	}
 	return workloads.NewStore(c), d.close, nil
-}
-
-// warmBound bounds warm: long enough for a dial through a loaded link,
-// short enough that a process reopened while its store is cut or slowed
-// does not wait out the store's whole timeout before its first acquire.
-const warmBound = 500 * time.Millisecond
-
-// warm dials the store's connection as the process opens, not at its
-// first read: a dial through the client's link costs several times a
-// read, and a story whose successor must read and write within a window
-// (a delayed write's) would pay it inside that window
-// (docs/ci-and-benchmarks.md has the figures). A store that does not
-// answer here fails the first op instead, as it did before.
-func warm(c *redis.Client) {
-	ctx, cancel := context.WithTimeout(context.Background(), warmBound)
-	defer cancel()
-	_ = c.Ping(ctx).Err()
 }
 
 // close closes every connection any process opened, and every worker,

@@ -144,13 +144,9 @@ func (s *server) hello(h *Hello, lookup func(string) (locks.Info, error)) error 
 		cfg.Clients = append(cfg.Clients, c)
 	}
 	cfg.Addrs = h.Nodes
-	store := cluster.NewClient(h.Store, cluster.ClientOptions{Timeout: time.Duration(h.StoreTimeoutNS)})
-	// Connected at hello, before the story's clock, not by the first
-	// read (the harness's processes do the same: engine's warm).
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	_ = store.Ping(ctx).Err()
-	cancel()
-	s.store = workloads.NewStore(store)
+	s.store = workloads.NewStore(cluster.NewClient(h.Store, cluster.ClientOptions{Timeout: time.Duration(h.StoreTimeoutNS)}))
+	// Connected at hello, before the story's clock.
+	s.store.Warm()
 	s.lock, err = locks.Build(info, cfg)
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -27,6 +28,23 @@ type Store struct {
 
 // NewStore wraps one client's connection to the storage node.
 func NewStore(c *redis.Client) *Store { return &Store{c: c} }
+
+// warmBound bounds Warm: long enough for a dial through a loaded link,
+// short enough that a process reopened while its store is cut or slowed
+// does not wait out the store's whole timeout before its first acquire.
+const warmBound = 500 * time.Millisecond
+
+// Warm dials the store's connection as a client process opens, not at
+// its first read: a dial through the client's link costs several times
+// a read, and a story whose successor must read and write within a
+// window (a delayed write's) would pay it inside that window
+// (docs/ci-and-benchmarks.md has the figures). A store that does not
+// answer here fails the first op instead, as it would have.
+func (s *Store) Warm() {
+	ctx, cancel := context.WithTimeout(context.Background(), warmBound)
+	defer cancel()
+	_ = s.c.Ping(ctx).Err()
+}
 
 // fencedWriteScript is the store-side check Kleppmann asks for: accept a
 // write only if its token is greater than every token accepted before, so a
