@@ -52,9 +52,14 @@ const settleWithin = 10 * time.Second
 // topology, reset, or stops them: those of a run cut short or failed
 // (failed: its clients', its schedule's or the gate's error), whose
 // schedule still acts, or whose nodes a fault touched
-// (cluster.Cluster.Reset says why), are stopped.
+// (cluster.Cluster.Reset says why), are stopped. Either way it first
+// waits for the actions the schedule put off, unless the run was
+// interrupted: one under way as the run ended (a fill's last batch of
+// writes) then ends on its servers, cut short by the run's end, rather
+// than on their close, which it would report as its own failure.
 func (r *runner) release(ctx context.Context, failed error) {
-	if r.o.Pool == nil || r.poolKey == "" || ctx.Err() != nil || failed != nil || !r.settled() {
+	settled := ctx.Err() == nil && r.settled()
+	if r.o.Pool == nil || r.poolKey == "" || ctx.Err() != nil || failed != nil || !settled {
 		r.cl.Close()
 		return
 	}
@@ -78,7 +83,7 @@ func (r *runner) settled() bool {
 	case <-done:
 		return true
 	case <-time.After(settleWithin):
-		r.logf("servers stopped, not kept: an action the schedule put off is still under way")
+		r.logf("servers stopped under an action the schedule put off, still under way %s after the run ended", settleWithin)
 		return false
 	}
 }

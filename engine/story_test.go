@@ -184,29 +184,36 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 // fill outlasts the pause (256 MiB to fill, 150 ms of a 1 s lease's
 // pause left) leaves the run starved, not judged, whether the fill ends
 // late or the run's end cuts it short (as on a machine still installing
-// itself); one with room (4 MiB, 1.7 s left, where make test's load once
-// stretched such a fill to 640 ms) is judged.
+// itself); so does one the run's end cuts short while the holder is still
+// paused (a fill begun 1.6 TTL after the trap springs, in a run of 2 TTL
+// and a pause of 2.5); one with room (4 MiB, 1.7 s left, where make test's load
+// once stretched such a fill to 640 ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 	for _, tc := range []struct {
-		maxmemory   string
-		ttl         time.Duration
-		pause       float64
-		wantStarved bool
-	}{{"256mb", time.Second, 0.2, true}, {"4mb", 2 * time.Second, 0.9, false}} {
-		t.Run(tc.maxmemory, func(t *testing.T) {
+		name, maxmemory string
+		ttl             time.Duration
+		pause, delay    float64
+		wantStarved     bool
+	}{
+		{"256mb", "256mb", time.Second, 0.2, 0.05, true},
+		{"256mb-past-the-end", "256mb", time.Second, 2.5, 1.6, true},
+		{"4mb", "4mb", 2 * time.Second, 0.9, 0.05, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			story := &scenario.Scenario{Name: "test-eviction-in-pause", Story: "a node filled while the holder is paused",
 				TTL: tc.ttl, Clients: 2, TimeLimitTTLs: 2, MinTimeLimitTTLs: 2,
 				Topology: scenario.Topology{Args: []string{"--maxmemory", tc.maxmemory, "--maxmemory-policy", "volatile-lru"}},
 				Expect:   map[string]verdict.Expectation{"set-nx-px": {Outcome: verdict.Unsafe, Why: "test"}},
 				Requires: []fault.Evidence{{Op: fault.Evict}, {Op: fault.Pause}},
 				Plan: scenario.Plan{{At: scenario.TTLs(0.3), Action: scenario.Action{Do: "arm", Trap: &scenario.Trap{Point: workloads.BeforeWrite, Client: "any",
-					Pause: scenario.TTLs(tc.pause), Then: []scenario.Action{{Do: "evict", Node: "n1", Delay: scenario.TTLs(0.05)}}}}}},
+					Pause: scenario.TTLs(tc.pause), Then: []scenario.Action{{Do: "evict", Node: "n1", Delay: scenario.TTLs(tc.delay)}}}}}},
 			}
 			res, err := Run(context.Background(), Options{Told: story, Lock: "set-nx-px", Out: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if outran := strings.Contains(res.Starved, "ended after it"); outran != tc.wantStarved {
+			t.Logf("outcome %s, starved %q, %s", res.Outcome, res.Starved, res.Elapsed)
+			if outran := strings.Contains(res.Starved, "did not end inside it"); outran != tc.wantStarved {
 				t.Fatalf("maxmemory %s, pause %g TTL: starved %q, outcome %s; want the eviction outrunning its pause %v",
 					tc.maxmemory, tc.pause, res.Starved, res.Outcome, tc.wantStarved)
 			}

@@ -27,12 +27,13 @@ func (g *Gate) Paused(client int) bool {
 	return g.clientLocked(client).paused()
 }
 
-// Outran notes that what, begun inside client's pause, ended after the
-// pause did: its story tells it inside the pause (a node filled while the
-// holder is stopped), so the run did not happen as told and is starved,
-// whatever the checkers find.
+// Outran notes that what, begun inside client's pause, did not end inside
+// it (it ended after the pause, or the run's end cut it short): its story
+// tells it inside the pause (a node filled while the holder is stopped),
+// so the run did not happen as told and is starved, whatever the checkers
+// find.
 func (g *Gate) Outran(what string, client int) {
-	_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf("%s began inside the pause of client %d and ended after it", what, client),
+	_ = record(g.rec, fault.Starved, &history.Value{Target: fmt.Sprintf("%s began inside the pause of client %d and did not end inside it", what, client),
 		Site: &history.Site{Client: history.IDOf(client)}}, nil)
 }
 

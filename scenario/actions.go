@@ -206,15 +206,15 @@ func onNodeCtx(format string, do func(*nemesis.Nemesis, context.Context, string)
 // insidePause is compile for an action told inside the pause of the
 // client its trap caught (a node's memory filled while the holder is
 // stopped, a delay into the pause): one that begins in that pause and
-// ends after it did not happen as its story tells, and the run is noted
-// starved (nemesis.Gate.Outran) rather than judged. So is one the run's
-// end cut short after the pause was over: it too outlasted the pause,
-// and without the note the run would read vacuous rather than starved;
-// and so is one that failed after the pause was over (a fill's write
-// timed out on a loaded machine), the note saying why, rather than the run
-// failing: the machine, not the harness, is what it tells of. The
-// lateness meter reads such an action's own time against half a TTL,
-// and a pause may leave it less.
+// does not end inside it did not happen as its story tells, and the run
+// is noted starved (nemesis.Gate.Outran) rather than judged. That is one
+// that ended after the pause; one the run's end cut short, inside the
+// pause or after it, which without the note would read vacuous; and one
+// that failed after the pause was over (a fill's write timed out on a
+// loaded machine), the note saying why, rather than the run failing: the
+// machine, not the harness, is what it tells of. The lateness meter
+// reads such an action's own time against half a TTL, and a pause may
+// leave it less.
 func insidePause(compile func(*compiler, string, Action) (deed, string, error)) func(*compiler, string, Action) (deed, string, error) {
 	return func(c *compiler, path string, a Action) (deed, string, error) {
 		do, name, err := compile(c, path, a)
@@ -225,14 +225,18 @@ func insidePause(compile func(*compiler, string, Action) (deed, string, error)) 
 			inside := caught >= 0 && c.e.Gate.Paused(caught)
 			err := do(ctx, caught)
 			switch {
-			case !inside || c.e.Gate.Paused(caught):
-			case err == nil || ctx.Err() != nil:
+			case !inside:
+				return err
+			case err != nil && ctx.Err() != nil:
+				c.e.Gate.Outran(fmt.Sprintf("%s (which the run's end cut short: %v)", name, err), caught)
+			case c.e.Gate.Paused(caught):
+				return err
+			case err == nil:
 				c.e.Gate.Outran(name, caught)
 			default:
 				c.e.Gate.Outran(fmt.Sprintf("%s (which failed: %v)", name, err), caught)
-				return nil
 			}
-			return err
+			return nil
 		}, name, nil
 	}
 }
