@@ -1090,6 +1090,14 @@ func TestRunOrderPutsTheWideFirstAndTheAloneLast(t *testing.T) {
 	if got := runOrder(plans); !slices.Equal(got, []int{1, 5, 3, 0, 2, 4}) {
 		t.Fatalf("order %v, want z1 z2 l1 r1 r2 a1", got)
 	}
+	// A topology's pairs are dealt story by story: the pairs of one story
+	// do not crash their servers side by side.
+	plans = []pairPlan{{scenario: "s", lock: "r1"}, {scenario: "crash", lock: "z1", topology: zk}, {scenario: "crash", lock: "z2", topology: zk},
+		{scenario: "crash", lock: "z3", topology: zk}, {scenario: "pause", lock: "z1", topology: zk}, {scenario: "pause", lock: "z2", topology: zk},
+		{scenario: "s", lock: "r2"}, {scenario: "join", lock: "z1", topology: zk}}
+	if got := runOrder(plans); !slices.Equal(got, []int{0, 1, 4, 7, 2, 5, 3, 6}) {
+		t.Fatalf("order %v, want r1 crash/z1 pause/z1 join/z1 crash/z2 pause/z2 crash/z3 r2", got)
+	}
 }
 
 // A pair's seats follow what was measured of its kind and its clients:

@@ -159,11 +159,17 @@ func runOrder(plans []pairPlan) []int {
 }
 
 // byTopology is order with each kept topology's pairs moved up to its
-// first, the rest in place.
+// first, the rest in place. A topology's pairs are dealt story by story
+// (each story's first pair, then each one's second, ...): the pairs of
+// one story crash, restart or fill their servers at the same moments of
+// their runs, and side by side those moments come at once to a machine
+// whose other pairs are at other points of theirs.
 func byTopology(plans []pairPlan, order []int) []int {
-	// rank is where a pair goes: its own place, or its topology's first.
-	rank := make([]int, len(order))
+	// rank is where a pair goes: its own place, or its topology's first;
+	// nth how many of its story's pairs of that topology come before it.
+	rank, nth := make([]int, len(order)), make([]int, len(order))
 	first := map[string]int{}
+	dealt := map[[2]string]int{}
 	for k, i := range order {
 		rank[k] = k
 		if key := plans[i].topology; key != "" {
@@ -172,13 +178,16 @@ func byTopology(plans []pairPlan, order []int) []int {
 			} else {
 				first[key] = k
 			}
+			story := [2]string{key, plans[i].scenario}
+			nth[k] = dealt[story]
+			dealt[story]++
 		}
 	}
 	places := make([]int, len(order))
 	for k := range places {
 		places[k] = k
 	}
-	slices.SortStableFunc(places, func(a, b int) int { return rank[a] - rank[b] })
+	slices.SortStableFunc(places, func(a, b int) int { return cmp.Or(rank[a]-rank[b], nth[a]-nth[b]) })
 	out := make([]int, len(order))
 	for k, place := range places {
 		out[k] = order[place]
