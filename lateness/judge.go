@@ -189,6 +189,24 @@ func Over(samples []Sample, lim Limits) string {
 		strings.Join(parts, "; "), lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
 }
 
+// Share is how far the run went toward Over: its worst judged sample as
+// a share of its kind's limit (1 or more is over). Workers' waits are a
+// figure, not judged, as in Over. A lock server's late replies count,
+// though the verdict keeps a run they alone made late: the servers are
+// local processes on the same cores, so they too say the machine is
+// behind (a matrix narrows by it).
+func Share(samples []Sample, lim Limits) float64 {
+	worst := 0.0
+	for _, s := range samples {
+		l := lim.Of(s.Kind)
+		if s.Kind == Worker || l <= 0 {
+			continue
+		}
+		worst = max(worst, float64(s.Late)/float64(l))
+	}
+	return worst
+}
+
 // Worst is the largest lateness of each kind, for a summary line.
 func Worst(samples []Sample) map[Kind]time.Duration {
 	out := map[Kind]time.Duration{}

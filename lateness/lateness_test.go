@@ -182,3 +182,20 @@ func TestServerSamplesHaveTheirOwnLimit(t *testing.T) {
 		t.Error("a store 200ms late at a 500ms TTL passed: the server's limit leaked into the replies'")
 	}
 }
+
+// Share is the worst judged sample over its kind's limit; a worker's
+// wait, a figure not a limit, does not count.
+func TestShare(t *testing.T) {
+	lim := LimitsFor(500 * time.Millisecond) // timers 100ms, faults 250ms
+	samples := []Sample{
+		{Kind: Timer, Late: int64(30 * time.Millisecond)},
+		{Kind: Fault, Late: int64(125 * time.Millisecond)},
+		{Kind: Worker, Late: int64(400 * time.Millisecond)},
+	}
+	if got := Share(samples, lim); got != 0.5 {
+		t.Fatalf("share %v, want 0.5 (the fault's 125 of 250 ms)", got)
+	}
+	if got := Share(nil, lim); got != 0 {
+		t.Fatalf("share of no samples %v", got)
+	}
+}

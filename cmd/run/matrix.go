@@ -18,6 +18,7 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/engine"
+	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/report"
 	"github.com/locktorture/locktorture/scenario"
@@ -272,7 +273,7 @@ func (m *matrixRun) sayPlan(stdout io.Writer) {
 		}
 	}
 	fmt.Fprintf(stdout, "seed %d%s; %d pair(s), %d at a time%s; clients, ttl and time limit: %s\n",
-		f.seed, from("seed", "from the clock"), len(m.pairs), f.parallel, from("parallel", "the core count"),
+		f.seed, from("seed", "from the clock"), len(m.pairs), f.parallel, from("parallel", "the room's seats"),
 		cmp.Or(strings.Join(sizes, ", "), "each scenario's own (a run's block and its results.json say them)"))
 }
 
@@ -298,10 +299,10 @@ func (m *matrixRun) runPair(ctx context.Context, i int) {
 	var log bytes.Buffer
 	o.Log = &log
 	o.Progress = m.tr.progress(i)
-	leave := func() {}
+	leave, at := func() {}, 0
 	if !m.again {
 		var err error
-		if leave, err = m.width.enter(ctx, m.plans[i].seats(m.seats)); err != nil {
+		if leave, at, err = m.width.enter(ctx, m.plans[i].seats(m.seats)); err != nil {
 			return // never started, as a pair Spread did not reach
 		}
 	}
@@ -311,11 +312,11 @@ func (m *matrixRun) runPair(ctx context.Context, i int) {
 	freed := time.Now()
 	leave()
 	if !m.again && err == nil {
-		share := runShare(res.Lateness, res.Limits)
+		share := lateness.Share(res.Lateness, res.Limits)
 		if res.Outcome == verdict.Starved {
 			share = max(share, 1)
 		}
-		m.width.measure(m.plans[i].name(), share)
+		m.width.measure(m.plans[i].name(), share, at)
 	}
 	if errors.Is(err, engine.ErrInterrupted) {
 		// Not judged, but listed: the index shows it was cut short.

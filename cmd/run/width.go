@@ -20,7 +20,6 @@ import (
 	"sync"
 
 	"github.com/locktorture/locktorture/engine"
-	"github.com/locktorture/locktorture/lateness"
 )
 
 const (
@@ -62,23 +61,25 @@ func newWidth(room int, logf func(format string, args ...any)) *width {
 
 // enter waits until n more seats fit the width (a run that asks the
 // width or more takes all of it, once no other run holds any) and
-// returns what gives them up.
-func (w *width) enter(ctx context.Context, n int) (leave func(), err error) {
+// returns what gives them up, and how many times the width had narrowed
+// then, for measure.
+func (w *width) enter(ctx context.Context, n int) (leave func(), at int, err error) {
 	for {
 		w.mu.Lock()
 		take := min(max(n, 1), w.now)
 		if w.used+take <= w.now {
 			w.used += take
+			at := w.narrowed
 			w.mu.Unlock()
 			var once sync.Once
-			return func() { once.Do(func() { w.give(take) }) }, nil
+			return func() { once.Do(func() { w.give(take) }) }, at, nil
 		}
 		changed := w.changed
 		w.mu.Unlock()
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, 0, ctx.Err()
 		}
 	}
 }
@@ -97,11 +98,21 @@ func (w *width) wake() {
 }
 
 // measure takes one first run's lateness into the width: share is its
-// worst judged sample over that kind's limit (runShare).
-func (w *width) measure(run string, share float64) {
+// worst judged sample over that kind's limit (lateness.Share), at what enter
+// returned. A run that entered before the width last narrowed ran beside
+// more than the width holds now, and the narrowing has answered its
+// like: it narrows nothing again, nor counts toward it, so that the runs
+// a late moment caught side by side narrow the width once, not once each.
+func (w *width) measure(run string, share float64, at int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	late := share >= narrowShare
+	if at != w.narrowed {
+		if late {
+			w.calm = 0
+		}
+		return
+	}
 	if w.recent = append(w.recent, late); len(w.recent) > lateWindow {
 		w.recent = w.recent[1:]
 	}
@@ -149,22 +160,4 @@ func (w *width) summary() string {
 		return ""
 	}
 	return fmt.Sprintf("the matrix narrowed %d time(s), to as few as %d of the room's %d seats, where its runs ran late", w.narrowed, w.narrowest, w.room)
-}
-
-// runShare is a run's worst judged lateness as a share of its kind's
-// limit. Workers' waits are a figure, not judged (lateness.Worker), so
-// they do not count here either. A lock server's late replies count,
-// though the verdict keeps a run they alone made late: the servers are
-// local processes on the same cores, so they too say the machine is
-// behind.
-func runShare(samples []lateness.Sample, lim lateness.Limits) float64 {
-	worst := 0.0
-	for _, s := range samples {
-		l := lim.Of(s.Kind)
-		if s.Kind == lateness.Worker || l <= 0 {
-			continue
-		}
-		worst = max(worst, float64(s.Late)/float64(l))
-	}
-	return worst
 }
