@@ -63,27 +63,23 @@ nice -n 10 "$work/setup" -workers -only build-ready >"$work/ready.log" 2>&1 &
 ready_pid=$!
 "$work/setup" -workers -only packages -packages python3,python3-redis,python3-kazoo,memcached,zookeeper,etcd-server,postgresql-15,mariadb-server-core,mariadb-client-core,mmdebstrap,"$libraries"
 
-# The image's Debian base is made as soon as apt is done (mmdebstrap
-# mostly waits on the mirror and the disk), beside the libc-allocator
-# build if it is still going: after that build, it was setup's longest
-# path.
-if $docker; then
-  wait "$image_pid" || { sed 's/^/setup: /' "$work/image.log" >&2; exit 1; }
-  "$work/image" -base >"$work/base.log" 2>&1 &
-  base_pid=$!
-fi
 wait "$ready_pid" || { cat "$work/ready.log" >&2; exit 1; }
 cat "$work/ready.log"
 
 # What waited for the packages (the Curator worker: javac and Curator's
-# jars, or the redis-server where the machine had no compiler) builds
-# next, and the matrix's command compiles, both niced: they fill the
-# cores mmdebstrap leaves.
+# jars, or the redis-server where the machine had no compiler) builds while
+# the image's Debian base is made (mmdebstrap mostly waits on the mirror and
+# the disk). It and the matrix's command compile niced: the image tool's
+# compile, then mmdebstrap, is setup's longest path, and they fill the
+# cores it leaves.
 nice -n 10 "$work/setup" -workers -only build >"$work/build.log" 2>&1 &
 build_pid=$!
 if $docker; then
+  wait "$image_pid" || { sed 's/^/setup: /' "$work/image.log" >&2; exit 1; }
   compile run 10 &
   run_pid=$!
+  "$work/image" -base >"$work/base.log" 2>&1 &
+  base_pid=$!
 fi
 wait "$build_pid" || { cat "$work/build.log" >&2; exit 1; }
 cat "$work/build.log"
