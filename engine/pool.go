@@ -45,21 +45,22 @@ func (r *runner) reuseTopology(ctx context.Context) (bool, error) {
 }
 
 // settleWithin bounds the wait for the schedule's actions put off
-// (scenario.Env.Settle) before the servers are handed on.
+// (scenario.Env.Settle) before the servers are stopped or handed on.
 const settleWithin = 10 * time.Second
 
 // release hands the run's servers to the pool for the next run of their
 // topology, reset, or stops them: those of a run cut short or failed
-// (failed: its clients', its schedule's or the gate's error), whose
-// schedule still acts, or whose nodes a fault touched
-// (cluster.Cluster.Reset says why), are stopped. Either way it first
-// waits for the actions the schedule put off, unless the run was
-// interrupted: one under way as the run ended (a fill's last batch of
-// writes) then ends on its servers, cut short by the run's end, rather
-// than on their close, which it would report as its own failure.
+// (failed: its clients', its schedule's or the gate's error, the gate's
+// read again once the actions put off are done), whose schedule still
+// acts, or whose nodes a fault touched (cluster.Cluster.Reset says why),
+// are stopped. Either way it first waits for the actions the schedule
+// put off, unless the run was interrupted: one under way as the run
+// ended (a fill's last batch of writes) then ends on its servers, cut
+// short by the run's end, rather than on their close, which it would
+// report as its own failure.
 func (r *runner) release(ctx context.Context, failed error) {
-	settled := ctx.Err() == nil && r.settled()
-	if r.o.Pool == nil || r.poolKey == "" || ctx.Err() != nil || failed != nil || !settled {
+	calm := ctx.Err() == nil && r.settled()
+	if r.o.Pool == nil || r.poolKey == "" || !calm || failed != nil || r.env.Gate.Err() != nil {
 		r.cl.Close()
 		return
 	}
@@ -72,7 +73,8 @@ func (r *runner) release(ctx context.Context, failed error) {
 
 // settled waits for the actions the schedule put off to end, for at most
 // settleWithin: an action whose delay was up as the run ended may still
-// act on a node, which must then be marked faulted before the pool looks.
+// act on a node, which must then be marked faulted before the pool looks,
+// and must not meet its servers' close.
 func (r *runner) settled() bool {
 	done := make(chan struct{})
 	go func() {

@@ -185,8 +185,9 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 // pause left) leaves the run starved, not judged, whether the fill ends
 // late or the run's end cuts it short (as on a machine still installing
 // itself); so does one the run's end cuts short while the holder is still
-// paused (a fill begun 1.6 TTL after the trap springs, in a run of 2 TTL
-// and a pause of 2.5); one with room (4 MiB, 1.7 s left, where make test's load
+// paused (a fill begun 1 TTL after the trap springs, in a run of 2 TTL
+// and a pause of 2.5: idle, a 256 MiB fill takes longer than the 1.7 TTL
+// the first case leaves it); one with room (4 MiB, 1.7 s left, where make test's load
 // once stretched such a fill to 640 ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 	for _, tc := range []struct {
@@ -196,7 +197,7 @@ func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 		wantStarved     bool
 	}{
 		{"256mb", "256mb", time.Second, 0.2, 0.05, true},
-		{"256mb-past-the-end", "256mb", time.Second, 2.5, 1.6, true},
+		{"256mb-past-the-end", "256mb", time.Second, 2.5, 1, true},
 		{"4mb", "4mb", 2 * time.Second, 0.9, 0.05, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -228,7 +228,11 @@ func insidePause(compile func(*compiler, string, Action) (deed, string, error)) 
 			case !inside:
 				return err
 			case err != nil && ctx.Err() != nil:
-				c.e.Gate.Outran(fmt.Sprintf("%s (which the run's end cut short: %v)", name, err), caught)
+				how := "which failed as the run ended"
+				if nemesis.CutShort(ctx, err) == nil {
+					how = "which the run's end cut short"
+				}
+				c.e.Gate.Outran(fmt.Sprintf("%s (%s: %v)", name, how, err), caught)
 			case c.e.Gate.Paused(caught):
 				return err
 			case err == nil:

@@ -100,9 +100,10 @@ func (w *width) wake() {
 // measure takes one first run's lateness into the width: share is its
 // worst judged sample over that kind's limit (lateness.Share), at what enter
 // returned. A run that entered before the width last narrowed ran beside
-// more than the width holds now, and the narrowing has answered its
-// like: it narrows nothing again, nor counts toward it, so that the runs
-// a late moment caught side by side narrow the width once, not once each.
+// as many as the width held before that narrowing, which has answered
+// its like: it narrows nothing again, nor counts toward it, so that the
+// runs a late moment caught side by side narrow the width once, not once
+// each.
 func (w *width) measure(run string, share float64, at int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()

@@ -85,6 +85,10 @@ func TestWidthNarrowsOnceForRunsSideBySide(t *testing.T) {
 	if w.now != 4 {
 		t.Fatalf("three runs entered together, all late: %d seats, want 4 (narrowed once)", w.now)
 	}
+	w.measure("fresh, half late", narrowShare, w.narrowed)
+	if w.now != 4 {
+		t.Fatalf("a run half a limit late after two stale late ones: %d seats, want 4 (stale runs do not count toward a narrowing)", w.now)
+	}
 	w.measure("after", 1.5, w.narrowed)
 	if w.now != 2 {
 		t.Fatalf("a run entered after the narrowing, starved: %d seats, want 2", w.now)
