@@ -69,7 +69,9 @@ cat "$work/ready.log"
 # What waited for the packages (the Curator worker: javac and Curator's
 # jars, or the redis-server where the machine had no compiler) builds while
 # the image's Debian base is made (mmdebstrap mostly waits on the mirror and
-# the disk). It and the matrix's command compile niced: the image tool's
+# the disk). The base waits for the libc-allocator build: from nothing both
+# cores are busy, and mmdebstrap started beside that build made setup
+# slower, not faster (docs/ci-and-benchmarks.md, "Tried and left"). It and the matrix's command compile niced: the image tool's
 # compile, then mmdebstrap, is setup's longest path, and they fill the
 # cores it leaves.
 nice -n 10 "$work/setup" -workers -only build >"$work/build.log" 2>&1 &
