@@ -50,10 +50,10 @@ const settleWithin = 10 * time.Second
 
 // release hands the run's servers to the pool for the next run of their
 // topology, reset, or stops them: those of a run cut short or failed
-// (failed: its clients', its schedule's or the gate's error, the gate's
-// read again once the actions put off are done), whose schedule still
-// acts, or whose nodes a fault touched (cluster.Cluster.Reset says why),
-// are stopped. Either way it first waits for the actions the schedule
+// (failed: its clients' or its schedule's error; the gate's, read once
+// the actions put off are done, since one of them may fail meanwhile),
+// whose schedule still acts, or whose nodes a fault touched
+// (cluster.Cluster.Reset says why), are stopped. Either way it first waits for the actions the schedule
 // put off, unless the run was interrupted: one under way as the run
 // ended (a fill's last batch of writes) then ends on its servers, cut
 // short by the run's end, rather than on their close, which it would

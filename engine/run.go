@@ -451,7 +451,7 @@ func (r *runner) play(ctx context.Context, clients *workloads.Clients) (werr, ne
 	}
 	r.waited()
 	r.procs.close()
-	r.release(ctx, errors.Join(werr, nerr, r.env.Gate.Err()))
+	r.release(ctx, errors.Join(werr, nerr))
 	return werr, nerr
 }
 

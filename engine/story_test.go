@@ -187,8 +187,8 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 // itself); so does one the run's end cuts short while the holder is still
 // paused (a fill begun 1 TTL after the trap springs, in a run of 2 TTL
 // and a pause of 2.5: idle, a 256 MiB fill takes longer than the 1.7 TTL
-// the first case leaves it); one with room (4 MiB, 1.7 s left, where make test's load
-// once stretched such a fill to 640 ms) is judged.
+// the first case leaves it); one with room (4 MiB, 1.7 s left, where
+// make test's load once stretched such a fill to 640 ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 	for _, tc := range []struct {
 		name, maxmemory string
@@ -215,8 +215,8 @@ func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 			}
 			t.Logf("outcome %s, starved %q, %s", res.Outcome, res.Starved, res.Elapsed)
 			if outran := strings.Contains(res.Starved, "did not end inside it"); outran != tc.wantStarved {
-				t.Fatalf("maxmemory %s, pause %g TTL: starved %q, outcome %s; want the eviction outrunning its pause %v",
-					tc.maxmemory, tc.pause, res.Starved, res.Outcome, tc.wantStarved)
+				t.Fatalf("%s, pause %g TTL: starved %q, outcome %s; want the eviction outrunning its pause %v",
+					tc.name, tc.pause, res.Starved, res.Outcome, tc.wantStarved)
 			}
 		})
 	}
