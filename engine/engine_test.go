@@ -270,6 +270,31 @@ func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
 	}
 }
 
+// A story that waits for an unrenewed lease to end tells a lock whose
+// server ends leases late (etcd's lessor) at a lease its lag takes at
+// most the story's share of, in the lock's grain; a session on the same
+// server, a Redis lease and another story keep their own.
+func TestLateExpiryTellsTheStoryAtALongerLease(t *testing.T) {
+	for _, c := range []struct {
+		story, lock string
+		want        time.Duration
+	}{
+		{"delayed-write", "etcd3", 2 * time.Second},
+		{"delayed-write", "etcd3-fenced", 2 * time.Second},
+		{"delayed-write", "etcd", time.Second},
+		{"delayed-write", "set-nx-px", 500 * time.Millisecond},
+		{"paused-holder", "etcd3", time.Second},
+	} {
+		p, err := Resolve(Options{Scenario: c.story, Lock: c.lock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Options.TTL != c.want {
+			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
+		}
+	}
+}
+
 // A lock whose attempts on a split majority need a longer lease than the
 // story's (SplitTTL: Symfony's CombinedStore asks its nodes in turn) is
 // told at that lease in a story that splits its nodes, and at the

@@ -326,7 +326,7 @@ func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 		o.Clients = s.Clients
 	}
 	if o.TTL == 0 {
-		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info), failoverTTL(s, info), splitTTL(s, info))
+		o.TTL = max(s.TTL, info.MinTTL, restartTTL(s, info), expiryTTL(s, info), failoverTTL(s, info), splitTTL(s, info))
 	}
 	if o.TimeLimit == 0 {
 		o.TimeLimit = s.TimeLimit(o.TTL)
@@ -354,11 +354,33 @@ func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
 	if recovery <= 0 {
 		return 0
 	}
-	need := time.Duration(float64(recovery) / s.RestartShare)
-	if g := info.MinTTL; g > 0 {
-		need = (need + g - 1) / g * g
+	return inGrain(time.Duration(float64(recovery)/s.RestartShare), info)
+}
+
+// expiryTTL is the shortest lease at which the lag of the lock's server
+// kind in ending an expired lease (cluster.Kind.ExpiryLag) takes at most
+// the story's share of it (Scenario.ExpiryShare), for a lock whose leases
+// expire unrenewed (a renewed lease or a session ends when its holder
+// goes quiet, which a story counts from itself), in the lock's own grain;
+// 0 for any other.
+func expiryTTL(s scenario.Scenario, info locks.Info) time.Duration {
+	if s.ExpiryShare <= 0 || info.Traits.Ends != locks.Expires {
+		return 0
 	}
-	return need
+	lag := kindOf(info).ExpiryLag
+	if lag <= 0 {
+		return 0
+	}
+	return inGrain(time.Duration(float64(lag)/s.ExpiryShare), info)
+}
+
+// inGrain is d rounded up to the lock's grain (MinTTL: etcd's whole
+// seconds), or d for a lock with none.
+func inGrain(d time.Duration, info locks.Info) time.Duration {
+	if g := info.MinTTL; g > 0 {
+		return (d + g - 1) / g * g
+	}
+	return d
 }
 
 // splitTTL is the lock's SplitTTL for a story that splits its nodes

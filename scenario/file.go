@@ -171,6 +171,8 @@ func (s Scenario) Check() error {
 		return bad("nodes", "%d is below zero", s.Nodes)
 	case s.RestartShare < 0 || s.RestartShare >= 1:
 		return bad("restart_share", "%g: want a share of the lease, from 0 up to 1", s.RestartShare)
+	case s.ExpiryShare < 0 || s.ExpiryShare >= 1:
+		return bad("expiry_share", "%g: want a share of the lease, from 0 up to 1", s.ExpiryShare)
 	case s.TimeLimitTTLs < 0:
 		return bad("time_limit_ttls", "%g is below zero", s.TimeLimitTTLs)
 	case s.MinTimeLimitTTLs < 0 || s.MinTimeLimitTTLs > s.TimeLimitTTLs && s.TimeLimitTTLs > 0:

@@ -77,6 +77,7 @@ func TestBadScenarioFilesNameTheField(t *testing.T) {
 		{"type", edit(func(m map[string]any) { m["clients"] = "five" }), "clients"},
 		{"ttl", edit(func(m map[string]any) { m["ttl"] = "soon" }), "ttl"},
 		{"restart share", edit(func(m map[string]any) { m["restart_share"] = 1.5 }), "restart_share"},
+		{"expiry share", edit(func(m map[string]any) { m["expiry_share"] = -0.25 }), "expiry_share"},
 		{"name", edit(func(m map[string]any) { m["name"] = "Paused Holder" }), "name"},
 		{"no story", edit(func(m map[string]any) { delete(m, "story") }), "story"},
 		{"no lock", edit(func(m map[string]any) {

@@ -172,6 +172,13 @@ type Scenario struct {
 	// fits in, or the pause would be cut below the story's and the run
 	// starve.
 	RestartShare float64 `json:"restart_share,omitempty"`
+	// ExpiryShare, when set, is the most of a lease the story lets a
+	// server's lateness in ending it take (cluster.Kind.ExpiryLag): the
+	// story leaves a window after a lease's end for a successor to act
+	// in, and a lock whose leases expire unrenewed on such a server is
+	// told at a lease its lag takes at most this share of, or the window
+	// can close before the lease has ended at all.
+	ExpiryShare float64 `json:"expiry_share,omitempty"`
 	// Split says the story splits a RedLock's nodes around the middle
 	// one, and its other client must take the lock while the holder is
 	// paused: a lock is told at no shorter a lease than its attempts on a

@@ -117,6 +117,11 @@ func delayedWriteStory() Scenario {
 		// are slow (a PostgreSQL server on a busy machine, a worker process
 		// being replaced) still has time for the traffic after it.
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 5,
+		// The late write lands half a TTL after the lease's end (two
+		// delays of 0.75), and a successor must see the lock free and
+		// write inside that half: a server that ends leases late (etcd's
+		// lessor, up to half a second) is given at most a quarter of it.
+		ExpiryShare: 0.25,
 		Rules: []Rule{
 			controlOut,
 			detachedAsReentrant,
