@@ -35,8 +35,8 @@ var EtcdKind = &Kind{
 	Recovery: time.Second,
 	// The leader's lessor looks for expired leases every 500 ms
 	// (lessor.runLoop) and then commits their revoke on a quorum, so a
-	// lease ends up to half a second and a commit past its TTL: measured
-	// beside two busy loops, 0.6 s past it.
+	// lease ends up to half a second and a commit past its TTL (which
+	// etcd counts from the grant's apply, after the client sent it).
 	ExpiryLag: 500 * time.Millisecond,
 	Args: func(spec ServerSpec, at Place) ([]string, error) {
 		if len(at.PeerPorts) != 1 || len(at.Members) == 0 {

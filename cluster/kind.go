@@ -129,11 +129,11 @@ type Kind struct {
 	// quorum): the server's own time, which a restart's lateness is
 	// counted past.
 	Recovery time.Duration
-	// ExpiryLag is how long past a lease's TTL the server may keep the
-	// lease before it ends it, for a kind that ends expired leases in a
-	// loop of its own rather than at their deadline: a story that waits
-	// for a lease to end tells such a lock at a lease the lag is a small
-	// share of (scenario.Scenario.ExpiryShare).
+	// ExpiryLag, for a kind that ends expired leases in a loop of its own
+	// rather than at their deadline, is that loop's period: a lease can
+	// outlive its TTL by that and the work of ending it. A story that
+	// waits for a lease nobody renews to end tells such a lock at a lease
+	// the lag is a small share of (scenario.Scenario.ExpiryShare).
 	ExpiryLag time.Duration
 	// PeerPorts is how many ports besides its client port a member
 	// listens on for its peers (ZooKeeper's quorum and election ports,

@@ -293,6 +293,9 @@ func TestLateExpiryTellsTheStoryAtALongerLease(t *testing.T) {
 			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
 		}
 	}
+	if p, err := Resolve(Options{Scenario: "delayed-write", Lock: "etcd3", TTL: time.Second}); err != nil || p.Options.TTL != time.Second {
+		t.Errorf("delayed-write / etcd3 -ttl 1s: TTL %s (%v), want 1s as asked", p.Options.TTL, err)
+	}
 }
 
 // A lock whose attempts on a split majority need a longer lease than the

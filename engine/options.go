@@ -359,10 +359,10 @@ func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
 
 // expiryTTL is the shortest lease at which the lag of the lock's server
 // kind in ending an expired lease (cluster.Kind.ExpiryLag) takes at most
-// the story's share of it (Scenario.ExpiryShare), for a lock whose leases
-// expire unrenewed (a renewed lease or a session ends when its holder
-// goes quiet, which a story counts from itself), in the lock's own grain;
-// 0 for any other.
+// the story's share of it (Scenario.ExpiryShare), for a lock whose lease
+// nobody renews (a renewed lease or a session ends only once its holder
+// goes quiet, which the stories that set the share do not make it do), in
+// the lock's own grain; 0 for any other.
 func expiryTTL(s scenario.Scenario, info locks.Info) time.Duration {
 	if s.ExpiryShare <= 0 || info.Traits.Ends != locks.Expires {
 		return 0
@@ -374,8 +374,10 @@ func expiryTTL(s scenario.Scenario, info locks.Info) time.Duration {
 	return inGrain(time.Duration(float64(lag)/s.ExpiryShare), info)
 }
 
-// inGrain is d rounded up to the lock's grain (MinTTL: etcd's whole
-// seconds), or d for a lock with none.
+// inGrain is d rounded up to a multiple of the lock's MinTTL, which for
+// the locks whose server kinds state a Recovery or an ExpiryLag is the
+// whole second their leases are counted in (etcd's), or d for a lock with
+// none.
 func inGrain(d time.Duration, info locks.Info) time.Duration {
 	if g := info.MinTTL; g > 0 {
 		return (d + g - 1) / g * g

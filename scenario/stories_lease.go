@@ -117,10 +117,12 @@ func delayedWriteStory() Scenario {
 		// are slow (a PostgreSQL server on a busy machine, a worker process
 		// being replaced) still has time for the traffic after it.
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 5,
-		// The late write lands half a TTL after the lease's end (two
-		// delays of 0.75), and a successor must see the lock free and
-		// write inside that half: a server that ends leases late (etcd's
-		// lessor, up to half a second) is given at most a quarter of it.
+		// At the default delay the late write lands half a TTL after the
+		// lease's end (two delays of 0.75), and a successor must see the
+		// lock free and write inside that half: the lag of a server that
+		// ends leases late (etcd's lessor, which looks every half second)
+		// is given at most a quarter of the lease, leaving the successor
+		// the other quarter for the revoke's commit, its try and its write.
 		ExpiryShare: 0.25,
 		Rules: []Rule{
 			controlOut,
