@@ -242,21 +242,16 @@ func TestServerCrashLeaseFitsTheRestart(t *testing.T) {
 	}
 }
 
-// A story that kills a member tells etcd's session lock at the lease its
-// client keeps through its own failover (FailoverTTL); a story that kills
-// none, and a lock without the field, at their own; a -ttl below it is
-// the user's to ask for.
-func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
-	for _, c := range []struct {
-		story, lock string
-		want        time.Duration
-	}{
-		{"server-crash", "etcd", 3 * time.Second},
-		{"leader-failover", "etcd-fenced", 3 * time.Second},
-		{"baseline", "etcd", time.Second},
-		{"paused-holder", "etcd", time.Second},
-		{"leader-failover", "zk", time.Second},
-	} {
+// ttlCase is a story and a lock, and the lease the pair resolves to.
+type ttlCase struct {
+	story, lock string
+	want        time.Duration
+}
+
+// resolvesTTL resolves each case's pair with no -ttl and checks its lease.
+func resolvesTTL(t *testing.T, cases []ttlCase) {
+	t.Helper()
+	for _, c := range cases {
 		p, err := Resolve(Options{Scenario: c.story, Lock: c.lock})
 		if err != nil {
 			t.Fatal(err)
@@ -265,6 +260,20 @@ func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
 			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
 		}
 	}
+}
+
+// A story that kills a member tells etcd's session lock at the lease its
+// client keeps through its own failover (FailoverTTL); a story that kills
+// none, and a lock without the field, at their own; a -ttl below it is
+// the user's to ask for.
+func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
+	resolvesTTL(t, []ttlCase{
+		{"server-crash", "etcd", 3 * time.Second},
+		{"leader-failover", "etcd-fenced", 3 * time.Second},
+		{"baseline", "etcd", time.Second},
+		{"paused-holder", "etcd", time.Second},
+		{"leader-failover", "zk", time.Second},
+	})
 	if p, err := Resolve(Options{Scenario: "server-crash", Lock: "etcd", TTL: time.Second}); err != nil || p.Options.TTL != time.Second {
 		t.Errorf("server-crash / etcd -ttl 1s: TTL %s (%v), want 1s as asked", p.Options.TTL, err)
 	}
@@ -275,24 +284,13 @@ func TestMemberKillTellsTheClientsFailoverLease(t *testing.T) {
 // most the story's share of, in the lock's grain; a session on the same
 // server, a Redis lease and another story keep their own.
 func TestLateExpiryTellsTheStoryAtALongerLease(t *testing.T) {
-	for _, c := range []struct {
-		story, lock string
-		want        time.Duration
-	}{
+	resolvesTTL(t, []ttlCase{
 		{"delayed-write", "etcd3", 2 * time.Second},
 		{"delayed-write", "etcd3-fenced", 2 * time.Second},
 		{"delayed-write", "etcd", time.Second},
 		{"delayed-write", "set-nx-px", 500 * time.Millisecond},
 		{"paused-holder", "etcd3", time.Second},
-	} {
-		p, err := Resolve(Options{Scenario: c.story, Lock: c.lock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Options.TTL != c.want {
-			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
-		}
-	}
+	})
 	if p, err := Resolve(Options{Scenario: "delayed-write", Lock: "etcd3", TTL: time.Second}); err != nil || p.Options.TTL != time.Second {
 		t.Errorf("delayed-write / etcd3 -ttl 1s: TTL %s (%v), want 1s as asked", p.Options.TTL, err)
 	}
@@ -303,23 +301,12 @@ func TestLateExpiryTellsTheStoryAtALongerLease(t *testing.T) {
 // told at that lease in a story that splits its nodes, and at the
 // story's own anywhere else; a lock without one keeps the story's.
 func TestASplitStoryTellsTheLocksSplitLease(t *testing.T) {
-	for _, c := range []struct {
-		story, lock string
-		want        time.Duration
-	}{
+	resolvesTTL(t, []ttlCase{
 		{"redlock-crash-restart", "symfony-redlock5", time.Second},
 		{"redlock-clock-jump", "symfony-redlock5", time.Second},
 		{"redlock-crash-restart", "redlock", 500 * time.Millisecond},
 		{"paused-holder", "symfony-redlock5", 500 * time.Millisecond},
-	} {
-		p, err := Resolve(Options{Scenario: c.story, Lock: c.lock})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if p.Options.TTL != c.want {
-			t.Errorf("%s / %s: TTL %s, want %s", c.story, c.lock, p.Options.TTL, c.want)
-		}
-	}
+	})
 }
 
 func TestInterruptedRunKeepsHistory(t *testing.T) {

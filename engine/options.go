@@ -344,17 +344,12 @@ func (o Options) withDefaults(s scenario.Scenario, info locks.Info) Options {
 // restart a share of the lease (Scenario.RestartShare) fits the restart of
 // the lock's server kind (cluster.Kind.Recovery, as measured), for a lock
 // whose holds end at a deadline (a session's have none to cut a pause
-// at), in the lock's own grain (MinTTL: etcd's whole seconds); 0 for any
-// other.
+// at), in the lock's own grain (shareTTL); 0 for any other.
 func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
-	if s.RestartShare <= 0 || info.Traits.Ends != locks.Expires {
+	if info.Traits.Ends != locks.Expires {
 		return 0
 	}
-	recovery := kindOf(info).Recovery
-	if recovery <= 0 {
-		return 0
-	}
-	return inGrain(time.Duration(float64(recovery)/s.RestartShare), info)
+	return shareTTL(kindOf(info).Recovery, s.RestartShare, info)
 }
 
 // expiryTTL is the shortest lease at which the lag of the lock's server
@@ -364,25 +359,25 @@ func restartTTL(s scenario.Scenario, info locks.Info) time.Duration {
 // goes quiet, which the stories that set the share do not make it do), in
 // the lock's own grain; 0 for any other.
 func expiryTTL(s scenario.Scenario, info locks.Info) time.Duration {
-	if s.ExpiryShare <= 0 || info.Traits.Ends != locks.Expires {
+	if info.Traits.Ends != locks.Expires {
 		return 0
 	}
-	lag := kindOf(info).ExpiryLag
-	if lag <= 0 {
-		return 0
-	}
-	return inGrain(time.Duration(float64(lag)/s.ExpiryShare), info)
+	return shareTTL(kindOf(info).ExpiryLag, s.ExpiryShare, info)
 }
 
-// inGrain is d rounded up to a multiple of the lock's MinTTL, which for
-// the locks whose server kinds state a Recovery or an ExpiryLag is the
-// whole second their leases are counted in (etcd's), or d for a lock with
-// none.
-func inGrain(d time.Duration, info locks.Info) time.Duration {
-	if g := info.MinTTL; g > 0 {
-		return (d + g - 1) / g * g
+// shareTTL is the shortest lease d takes at most share of, rounded up to a
+// multiple of the lock's MinTTL (which for the locks whose server kinds
+// state a Recovery or an ExpiryLag is the whole second etcd counts leases
+// in); 0 where d or share is unset.
+func shareTTL(d time.Duration, share float64, info locks.Info) time.Duration {
+	if d <= 0 || share <= 0 {
+		return 0
 	}
-	return d
+	need := time.Duration(float64(d) / share)
+	if g := info.MinTTL; g > 0 {
+		need = (need + g - 1) / g * g
+	}
+	return need
 }
 
 // splitTTL is the lock's SplitTTL for a story that splits its nodes
