@@ -148,12 +148,15 @@ func pausedReleaseStory() Scenario {
 		},
 		Requires: []fault.Evidence{{Op: fault.Pause, In: history.Release}, {Op: fault.Stall, Point: workloads.BeforeWrite}},
 		// The successor gets in once the paused client's lease lapses (+1
-		// TTL) and works 0.8 TTL, so it still holds the lock when the rest
-		// of the release lands (+1.5 TTL). Its work ends 0.1 TTL inside
-		// its own lease, counted from its acquire's send: slow replies
-		// before the stall (a loaded machine's, each under its limit) ate
-		// the 0.2 TTL a fixed stall left, and a fenced successor then wrote
-		// past its lease. A stall cut below 0.6 TTL starves the run.
+		// TTL) and works up to 0.8 TTL, so it still holds the lock when the
+		// rest of the release lands (+1.5 TTL). For a lock that records its
+		// deadline, the work ends at least 0.1 TTL inside that lease, so at
+		// least 0.8 TTL after its acquire was sent: slow replies before the
+		// stall (a loaded machine's, each under its limit) ate the 0.2 TTL
+		// a fixed stall left, and a fenced successor then wrote past its
+		// lease. A stall cut below 0.6 TTL (an acquire and read that took
+		// over 0.3 TTL) starves the run. A renewed lock keeps the fixed
+		// stall, its watchdog running through it.
 		Plan: Plan{arm(1, Trap{Command: &nemesis.Command{In: history.Release, Nth: 1, Reply: true}, Client: "any", Pause: TTLs(1.5),
 			Then: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(0.8), InLease: TTLs(0.1), MinPause: TTLs(0.6), Stall: true})}})},
 	}
