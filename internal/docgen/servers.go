@@ -102,7 +102,7 @@ func kindNotes(k *cluster.Kind) []string {
 		}
 	}
 	if k.ExpiryLag > 0 {
-		notes = append(notes, fmt.Sprintf("looks for expired leases every %s, so a lease outlives its TTL by up to that", k.ExpiryLag))
+		notes = append(notes, fmt.Sprintf("looks for expired leases every %s, so a lease outlives its TTL by up to that and the work of ending it", k.ExpiryLag))
 	}
 	if k.Role != nil {
 		notes = append(notes, "asked for its role in the ensemble (a story kills the leader)")
