@@ -18,9 +18,9 @@
  *   curator-fenced    the lease carries the lock node's czxid as its fence;
  *   curator-listener  a ConnectionStateListener tells the holder when the
  *                     connection is SUSPENDED or LOST, as Curator's docs
- *                     ask a lock's user to watch for; a lease granted
- *                     before the listener heard the RECONNECTED that the
- *                     grant implies is held once it hears it.
+ *                     ask a lock's user to watch for; a lease is held
+ *                     from its grant on a live connection, even if the
+ *                     listener has not yet heard the RECONNECTED.
  *
  * The protected store is a plain Redis, reached through the tiny RESP
  * client below (Debian has no Redis client for Java).
@@ -188,15 +188,6 @@ public final class CuratorWorker {
         // curator-listener: guarded by OUT.
         /** token -> key of held leases not yet told lost. */
         final Map<String, String> untold = new LinkedHashMap<>();
-        /**
-         * token -> key of leases granted while the listener's last state
-         * was SUSPENDED or LOST: Curator's event thread may post the
-         * RECONNECTED that the grant's own round trip implies only after
-         * the grant returns. Held once RECONNECTED follows ("you cannot be
-         * certain that you still hold the lock unless you subsequently
-         * receive a RECONNECTED state"), lost if SUSPENDED or LOST does.
-         */
-        final Map<String, String> unconfirmed = new LinkedHashMap<>();
         ConnectionState lastState;
 
         /** Runs one request; the reply gets the request's id. */
@@ -352,15 +343,10 @@ public final class CuratorWorker {
                     // Curator's docs on locks: after SUSPENDED the holder cannot
                     // be certain it still holds the lock unless RECONNECTED
                     // follows; after LOST it certainly does not.
-                    untold.putAll(unconfirmed);
-                    unconfirmed.clear();
                     for (Map.Entry<String, String> e : untold.entrySet()) {
                         tellLost(e.getValue(), e.getKey());
                     }
                     untold.clear();
-                } else if (s == ConnectionState.RECONNECTED || s == ConnectionState.CONNECTED) {
-                    untold.putAll(unconfirmed);
-                    unconfirmed.clear();
                 }
             }
         }
@@ -459,10 +445,18 @@ public final class CuratorWorker {
             return new Reply(body, new Runnable() {
                 @Override
                 public void run() {
-                    if (lastState == ConnectionState.SUSPENDED || lastState == ConnectionState.LOST) {
-                        log("granted " + token + " while the listener last heard " + lastState + ": held once RECONNECTED follows");
-                        unconfirmed.put(token, key);
+                    // A SUSPENDED or LOST the listener heard before the
+                    // reply counts against the lease only if the connection
+                    // is down now: Curator posts states on its own thread, and
+                    // a grant whose round trips ended an outage can return
+                    // before the RECONNECTED they imply is posted.
+                    boolean uncertain = lastState == ConnectionState.SUSPENDED || lastState == ConnectionState.LOST;
+                    if (uncertain && !client.getZookeeperClient().isConnected()) {
+                        tellLost(key, token);
                     } else {
+                        if (uncertain) {
+                            log("granted " + token + " on a live connection while the listener last heard " + lastState);
+                        }
                         untold.put(token, key);
                     }
                 }
@@ -497,7 +491,6 @@ public final class CuratorWorker {
             if (listener) {
                 synchronized (OUT) {
                     untold.remove(token);
-                    unconfirmed.remove(token);
                 }
             }
             try {
@@ -1333,12 +1326,9 @@ public final class CuratorWorker {
             cw.serve(Json.mapOf(Json.parse("{\"id\":4,\"op\":\"release\",\"lease\":{\"key\":\"lock\",\"token\":\"/locks/lock/x\"}}")));
             synchronized (OUT) {
                 cw.untold.put("/locks/lock/x", "lock");
-                cw.unconfirmed.put("/locks/lock/y", "lock");
             }
             cw.stateNow(ConnectionState.SUSPENDED);
-            synchronized (OUT) {
-                cw.unconfirmed.put("/locks/lock/z", "lock");
-            }
+            c.getZookeeperClient().isConnected();
             cw.stateNow(ConnectionState.RECONNECTED);
             new Reply(obj(), () -> Worker.tellLost("lock", "t")).after.run();
             // Against no server, an acquire and a read of a Stat go through
