@@ -155,6 +155,27 @@ func (c SentinelConf) File(bind string, port int, dir string) string {
 		c.MasterName, c.FailoverTimeout.Milliseconds(), c.MasterName)
 }
 
+// Peers is what a sentinel started beside its peers (Place.Members) is
+// told of them: its own id and each other's id and place, as Sentinel
+// writes them once hellos have told it. Each id is made from the port, so
+// every sentinel names the others as they name themselves. Empty for a
+// sentinel started alone.
+func (c SentinelConf) Peers(at Place) string {
+	if len(at.Members) == 0 {
+		return ""
+	}
+	out := fmt.Sprintf("sentinel myid %s\n", sentinelID(at.Port))
+	for _, m := range at.Members {
+		if m.Port != at.Port {
+			out += fmt.Sprintf("sentinel known-sentinel %s %s %d %s\n", c.MasterName, m.Bind, m.Port, sentinelID(m.Port))
+		}
+	}
+	return out
+}
+
+// sentinelID is a sentinel's run id, 40 hex digits as Sentinel requires.
+func sentinelID(port int) string { return fmt.Sprintf("%040x", port) }
+
 // FaketimeOffset is libfaketime's text for an offset from the real clock:
 // fractional seconds ("+1.500s"), as libfaketime reads "ms" as minutes.
 func FaketimeOffset(d time.Duration) string { return fmt.Sprintf("%+.3fs", d.Seconds()) }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -144,11 +145,13 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := 1; i <= n; i++ {
-		if _, err := c.AddNode(ctx, NodeOptions{Name: fmt.Sprintf("n%d", i)}); err != nil {
-			c.Close()
-			return nil, err
-		}
+	nodes := make([]NodeOptions, n)
+	for i := range nodes {
+		nodes[i] = NodeOptions{Name: fmt.Sprintf("n%d", i+1)}
+	}
+	if _, err := c.AddNodes(ctx, nodes); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
@@ -166,7 +169,8 @@ func (c *Cluster) AddNode(ctx context.Context, o NodeOptions) (*Node, error) {
 }
 
 // AddNodes starts data nodes: the members of an ensemble kind together,
-// as one replicated service, and any other kind one by one.
+// as one replicated service, and any other kind side by side, each on its
+// own (addAll).
 func (c *Cluster) AddNodes(ctx context.Context, opts []NodeOptions) ([]*Node, error) {
 	specs := make([]ServerSpec, len(opts))
 	for i, o := range opts {
@@ -177,17 +181,51 @@ func (c *Cluster) AddNodes(ctx context.Context, opts []NodeOptions) ([]*Node, er
 		specs[i] = spec
 	}
 	if len(specs) == 0 || !specs[0].Kind.Ensemble {
-		var out []*Node
-		for _, spec := range specs {
-			n, err := c.add(ctx, spec)
-			if err != nil {
-				return out, err
-			}
-			out = append(out, n)
-		}
-		return out, nil
+		return c.addAll(ctx, specs)
 	}
 	return c.addEnsemble(ctx, specs)
+}
+
+// addAll starts one server per spec at once, as independent ones: a
+// topology's start waits for its slowest server, not their sum (RedLock's
+// five nodes each wait for their process to answer). The nodes join the
+// cluster in spec order, so what runs is listed alike every time; on an
+// error the ones that started are nodes still, for Close to stop.
+func (c *Cluster) addAll(ctx context.Context, specs []ServerSpec) ([]*Node, error) {
+	for i, s := range specs {
+		if c.Node(s.Name) != nil || slices.ContainsFunc(specs[:i], func(o ServerSpec) bool { return o.Name == s.Name }) {
+			return nil, fmt.Errorf("cluster: a node called %s exists already", s.Name)
+		}
+	}
+	if c.closed() {
+		return nil, fmt.Errorf("cluster: add %d nodes: cluster is closed", len(specs))
+	}
+	srvs := make([]Server, len(specs))
+	errs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, spec := range specs {
+		spec.Kind = spec.ServerKind()
+		specs[i] = spec
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srvs[i], errs[i] = c.backend.Start(ctx, spec)
+		}()
+	}
+	wg.Wait()
+	var out []*Node
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, srv := range srvs {
+		if errs[i] != nil {
+			continue
+		}
+		spec := specs[i]
+		n := &Node{Name: spec.Name, cluster: c, srv: srv, spec: spec, links: map[string]*Link{}}
+		c.nodes = append(c.nodes, n)
+		out = append(out, n)
+	}
+	return out, errors.Join(errs...)
 }
 
 // spec is the server o asks for, its persistence checked against its

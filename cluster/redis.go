@@ -38,8 +38,9 @@ var RedisKind = &Kind{
 }
 
 // SentinelKind is a redis-sentinel watching one master, as AddSentinels
-// starts it: its config file is written once, and sentinel rewrites it
-// with what it learns, which a restart keeps.
+// starts it: its config file is written once, with its peers where they
+// start together, and sentinel rewrites it with what it learns, which a
+// restart keeps.
 var SentinelKind = &Kind{
 	Name:    "sentinel",
 	Binary:  "redis-sentinel",
@@ -49,7 +50,7 @@ var SentinelKind = &Kind{
 			return nil, fmt.Errorf("cluster: %s: a sentinel is started by AddSentinels, which says what it watches", spec.Name)
 		}
 		conf := filepath.Join(at.Dir, "sentinel.conf")
-		if err := os.WriteFile(conf, []byte(spec.Sentinel.File(at.Bind, at.Port, at.Dir)), 0o644); err != nil {
+		if err := os.WriteFile(conf, []byte(spec.Sentinel.File(at.Bind, at.Port, at.Dir)+spec.Sentinel.Peers(at)), 0o644); err != nil {
 			return nil, err
 		}
 		return []string{conf}, nil

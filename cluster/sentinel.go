@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -51,30 +52,84 @@ type Sentinels struct {
 	cluster *Cluster
 }
 
-// AddSentinels starts the sentinels and waits until they have found each
-// other and the master's replicas (about 1.5 s), so a failover right after
-// can reach its quorum.
+// AddSentinels starts the sentinels and waits until each knows the others
+// over a live link, and the master's replicas, so a failover right after
+// can reach its quorum. On a backend that starts ensembles the sentinels
+// start together, each told the others' ids and places in its config
+// (Sentinel's own known-sentinel lines, which it writes once it has heard
+// a peer's hello): otherwise the first hello, 2 s after a start, is what
+// a topology waits for. Elsewhere each finds the others by their hellos.
 func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentinels, error) {
 	o = o.withDefaults()
 	s := &Sentinels{Options: o, cluster: c}
 	conf := &SentinelConf{MasterName: o.MasterName, MasterAddr: o.Master.srv.PeerAddr(), Quorum: o.Quorum,
 		DownAfter: o.DownAfter, FailoverTimeout: o.FailoverTimeout}
-	for i := 1; i <= o.Count; i++ {
-		n, err := c.add(ctx, ServerSpec{Name: fmt.Sprintf("sentinel%d", i), Kind: SentinelKind, Sentinel: conf})
-		if err != nil {
-			return nil, err
-		}
-		s.Nodes = append(s.Nodes, n)
+	specs := make([]ServerSpec, o.Count)
+	for i := range specs {
+		specs[i] = ServerSpec{Name: fmt.Sprintf("sentinel%d", i+1), Kind: SentinelKind, Sentinel: conf}
+	}
+	var err error
+	if _, ok := c.backend.(EnsembleBackend); ok {
+		s.Nodes, err = c.addEnsemble(ctx, specs)
+	} else {
+		s.Nodes, err = c.addAll(ctx, specs)
+	}
+	if err != nil {
+		return nil, err
 	}
 	return s, s.waitDiscovery(ctx)
 }
 
+// waitDiscovery waits until every sentinel names every other one, up and
+// answering, and knows as many replicas as the master has.
 func (s *Sentinels) waitDiscovery(ctx context.Context) error {
-	return awaitEach(ctx, s.Nodes, 15*time.Second, "every sentinel to find the others", func(n *Node) bool {
+	replicas, err := s.Options.Master.connectedReplicas(ctx)
+	if err != nil {
+		return err
+	}
+	return awaitEach(ctx, s.Nodes, 15*time.Second, "every sentinel to reach the others and the replicas", func(n *Node) bool {
 		peers, err := n.Do(ctx, "SENTINEL", "SENTINELS", s.Options.MasterName)
 		l, ok := peers.([]any)
-		return err == nil && ok && len(l) >= len(s.Nodes)-1
+		if err != nil || !ok || len(l) < len(s.Nodes)-1 {
+			return false
+		}
+		for _, p := range l {
+			// Only "sentinel": a peer "disconnected", or "s_down" (no ping
+			// answered yet: it started after this one tried it), is not
+			// one a vote can be asked of yet.
+			if field(p, "flags") != "sentinel" {
+				return false
+			}
+		}
+		known, err := n.Do(ctx, "SENTINEL", "REPLICAS", s.Options.MasterName)
+		r, ok := known.([]any)
+		return err == nil && ok && len(r) >= replicas
 	})
+}
+
+// field is one field of a sentinel's reply about an instance, which is a
+// flat list of names and values in RESP2 and a map in RESP3.
+func field(instance any, name string) string {
+	switch v := instance.(type) {
+	case map[any]any:
+		return fmt.Sprint(v[name])
+	case []any:
+		for i := 0; i+1 < len(v); i += 2 {
+			if fmt.Sprint(v[i]) == name {
+				return fmt.Sprint(v[i+1])
+			}
+		}
+	}
+	return ""
+}
+
+// connectedReplicas is how many replicas the master says are connected.
+func (n *Node) connectedReplicas(ctx context.Context) (int, error) {
+	repl, err := n.InfoSection(ctx, "replication")
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %s: %w", n.Name, err)
+	}
+	return strconv.Atoi(repl["connected_slaves"])
 }
 
 // Master asks the first sentinel that answers which node is master now.
