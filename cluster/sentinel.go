@@ -72,7 +72,7 @@ func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentine
 	if _, ok := c.backend.(EnsembleBackend); ok {
 		s.Nodes, err = c.addEnsemble(ctx, specs)
 	} else {
-		s.Nodes, err = c.addAll(ctx, specs)
+		s.Nodes, err = c.addEach(ctx, specs)
 	}
 	if err != nil {
 		return nil, err

@@ -59,29 +59,3 @@ func TestSentinelsStartKnowingEachOther(t *testing.T) {
 		}
 	}
 }
-
-// Nodes started side by side join the cluster in the order asked, each
-// answering as itself, so what runs is listed alike every time; a name
-// asked for twice is refused before anything starts.
-func TestAddNodesSideBySideKeepsTheirOrder(t *testing.T) {
-	ctx := context.Background()
-	c, err := Start(ctx, Options{}, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	for i, n := range c.Nodes() {
-		if want := fmt.Sprintf("n%d", i+1); n.Name != want {
-			t.Fatalf("node %d is %s, want %s", i, n.Name, want)
-		}
-		if err := n.answers(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := c.AddNodes(ctx, []NodeOptions{{Name: "x"}, {Name: "x"}}); err == nil {
-		t.Fatal("two nodes called x were started")
-	}
-	if len(c.Nodes()) != 5 {
-		t.Fatalf("a refused start left %d nodes, want 5", len(c.Nodes()))
-	}
-}

@@ -39,7 +39,7 @@ func (r *runner) reuseTopology(ctx context.Context) (bool, error) {
 	r.cl, r.res.Reused = cl, from
 	r.newEnv()
 	r.env.Nodes = lockNodeNames(r.info.Nodes)
-	r.store = cl.Node(storeName)
+	r.store = cl.Node("store")
 	r.logf("on the servers %s left, reset", from)
 	return true, r.connectMeter(ctx)
 }

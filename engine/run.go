@@ -196,7 +196,7 @@ func (r *runner) startTopology(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.connectMeter(ctx); err != nil {
+	if err := r.startStore(ctx); err != nil {
 		return err
 	}
 	return r.writeTopology()
@@ -216,9 +216,7 @@ func (r *runner) writeTopology() error {
 }
 
 // startLockNodes starts the lock's nodes, or a Redis Cluster for a story
-// told on one, and names them in the Env. The store, and a replica's node,
-// start beside plain lock nodes (Cluster.AddNodes starts its nodes side
-// by side), or after an ensemble's, which starts apart.
+// told on one, and names them in the Env.
 func (r *runner) startLockNodes(ctx context.Context) error {
 	t, env := r.s.Topology, r.env
 	var lockNodes []cluster.NodeOptions
@@ -229,21 +227,9 @@ func (r *runner) startLockNodes(ctx context.Context) error {
 		lockNodes = append(lockNodes, cluster.NodeOptions{Name: name, Kind: r.info.Server, Clock: t.Clock, Persistence: t.Persistence,
 			Args: t.Args})
 	}
-	var others []cluster.NodeOptions
-	if t.Replicated && !t.Cluster {
-		others = append(others, cluster.NodeOptions{Name: cluster.ReplicaName(env.Nodes[0]), Persistence: t.Persistence})
-	}
-	others = append(others, cluster.NodeOptions{Name: storeName})
-	if !r.ensemble() {
-		lockNodes, others = append(lockNodes, others...), nil
-	}
 	if _, err := r.cl.AddNodes(ctx, lockNodes); err != nil {
 		return err
 	}
-	if _, err := r.cl.AddNodes(ctx, others); err != nil {
-		return err
-	}
-	r.store = r.cl.Node(storeName)
 	if !t.Cluster {
 		return nil
 	}
@@ -257,29 +243,14 @@ func (r *runner) startLockNodes(ctx context.Context) error {
 	return nil
 }
 
-// storeName is the store's node: the one that holds the register the
-// clients' work writes.
-const storeName = "store"
-
-// ensemble says the lock's nodes are an ensemble's members, which start
-// together and apart from other kinds.
-func (r *runner) ensemble() bool {
-	k, err := cluster.LookupKind(r.info.ServerKind())
-	return err == nil && k.Ensemble
-}
-
-// startReplica makes a replica of the first lock node, started beside it
-// or now (a Redis Cluster's), replicate it, and starts what follows its
-// master through a failover: Sentinel, or a Primary moved by hand.
+// startReplica starts a replica of the first lock node, and what follows
+// its master through a failover: Sentinel, or a Primary moved by hand.
 func (r *runner) startReplica(ctx context.Context) error {
 	env := r.env
 	env.Replica = cluster.ReplicaName(env.Nodes[0])
-	replica := r.cl.Node(env.Replica)
-	if replica == nil {
-		var err error
-		if replica, err = r.cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: r.s.Topology.Persistence}); err != nil {
-			return err
-		}
+	replica, err := r.cl.AddNode(ctx, cluster.NodeOptions{Name: env.Replica, Persistence: r.s.Topology.Persistence})
+	if err != nil {
+		return err
 	}
 	master := r.cl.Node(env.Nodes[0])
 	if err := replica.ReplicaOf(ctx, master); err != nil {
@@ -291,9 +262,19 @@ func (r *runner) startReplica(ctx context.Context) error {
 	}
 	// The sentinels are the cluster's nodes: its Close stops them on every
 	// exit path, a failed start's included.
-	var err error
 	env.Sentinels, err = r.cl.AddSentinels(ctx, cluster.SentinelOptions{Master: master})
 	return err
+}
+
+// startStore starts the store, the node that holds the register the
+// clients' work writes, and the lateness meter's client of it.
+func (r *runner) startStore(ctx context.Context) error {
+	store, err := r.cl.AddNode(ctx, cluster.NodeOptions{Name: "store"})
+	if err != nil {
+		return err
+	}
+	r.store = store
+	return r.connectMeter(ctx)
 }
 
 // connectMeter opens the lateness meter's client of the store.
