@@ -25,7 +25,9 @@ type Backend interface {
 
 // EnsembleBackend is a backend that can start the members of an ensemble
 // kind (Kind.Ensemble) together: all of them launched before any is
-// waited for, since none answers until a quorum has formed.
+// waited for, since none answers until a quorum has formed. AddSentinels
+// starts its sentinels through it too, each told the others' places
+// (Place.Members, SentinelConf.Peers).
 type EnsembleBackend interface {
 	// StartEnsemble starts one server per spec, all of one kind; when it
 	// returns, every member is Ready.

@@ -159,13 +159,14 @@ type Place struct {
 	Bind string
 	Port int
 	Dir  string
-	// ID is a member's number in its ensemble, from 1 (0 for a kind that
-	// is no ensemble).
+	// ID is a member's number in its ensemble, or a sentinel's among
+	// those started together, from 1 (0 for a server started alone).
 	ID int
 	// PeerPorts are the member's Kind.PeerPorts ports.
 	PeerPorts []int
 	// Members is every member's Place in ID order, this one's included,
-	// for an ensemble kind's Args; their own Members are nil.
+	// for the Args of an ensemble kind or of sentinels started together;
+	// their own Members are nil.
 	Members []Place
 }
 

@@ -52,13 +52,16 @@ type Sentinels struct {
 	cluster *Cluster
 }
 
-// AddSentinels starts the sentinels and waits until each knows the others
-// over a live link, and the master's replicas, so a failover right after
-// can reach its quorum. On a backend that starts ensembles the sentinels
-// start together, each told the others' ids and places in its config
-// (Sentinel's own known-sentinel lines, which it writes once it has heard
-// a peer's hello): otherwise the first hello, 2 s after a start, is what
-// a topology waits for. Elsewhere each finds the others by their hellos.
+// AddSentinels starts the sentinels and waits until each knows the others,
+// up and answering, and the master's connected replicas, so a failover
+// right after can reach its quorum. On a backend that starts ensembles
+// (the local one) the sentinels start together, each told the others' ids
+// and places in its config (SentinelConf.Peers: the known-sentinel lines
+// Sentinel writes itself once a peer's hello reached it), so no topology
+// waits for the first hello, 2 s after a start. A backend that starts
+// ensembles must therefore start sentinels that way too. On one that
+// starts none (docker) they start one by one and find each other by
+// their hellos.
 func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentinels, error) {
 	o = o.withDefaults()
 	s := &Sentinels{Options: o, cluster: c}
@@ -81,13 +84,15 @@ func (c *Cluster) AddSentinels(ctx context.Context, o SentinelOptions) (*Sentine
 }
 
 // waitDiscovery waits until every sentinel names every other one, up and
-// answering, and knows as many replicas as the master has.
+// answering, and knows as many replicas as the master has connected now
+// (a replica that connects later is learnt from the master's INFO, every
+// 10 s).
 func (s *Sentinels) waitDiscovery(ctx context.Context) error {
 	replicas, err := s.Options.Master.connectedReplicas(ctx)
 	if err != nil {
 		return err
 	}
-	return awaitEach(ctx, s.Nodes, 15*time.Second, "every sentinel to reach the others and the replicas", func(n *Node) bool {
+	return awaitEach(ctx, s.Nodes, 15*time.Second, "every sentinel to reach the others and know the replicas", func(n *Node) bool {
 		peers, err := n.Do(ctx, "SENTINEL", "SENTINELS", s.Options.MasterName)
 		l, ok := peers.([]any)
 		if err != nil || !ok || len(l) < len(s.Nodes)-1 {
@@ -107,8 +112,9 @@ func (s *Sentinels) waitDiscovery(ctx context.Context) error {
 	})
 }
 
-// field is one field of a sentinel's reply about an instance, which is a
-// flat list of names and values in RESP2 and a map in RESP3.
+// field is one field of a sentinel's reply about an instance: a flat list
+// of names and values in RESP2, which the harness's clients speak, or a
+// map in RESP3.
 func field(instance any, name string) string {
 	switch v := instance.(type) {
 	case map[any]any:
@@ -129,7 +135,11 @@ func (n *Node) connectedReplicas(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("cluster: %s: %w", n.Name, err)
 	}
-	return strconv.Atoi(repl["connected_slaves"])
+	count, err := strconv.Atoi(repl["connected_slaves"])
+	if err != nil {
+		return 0, fmt.Errorf("cluster: %s: connected_slaves: %w", n.Name, err)
+	}
+	return count, nil
 }
 
 // Master asks the first sentinel that answers which node is master now.
