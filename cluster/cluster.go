@@ -186,9 +186,9 @@ func (c *Cluster) AddNodes(ctx context.Context, opts []NodeOptions) ([]*Node, er
 
 // addEach starts one server per spec, each once the one before answers.
 // Not side by side: a matrix's other pairs are mid-story, and a topology's
-// servers starting at once (RedLock's five, with the store and a replica
-// the engine then started beside them) made their timers late enough to
-// narrow the Redis matrix (846860b; docs/ci-and-benchmarks.md).
+// servers starting at once (RedLock's five, the store, a replica) make
+// their timers late enough to narrow the matrix, which costs more than the
+// start saves (measured in docs/ci-and-benchmarks.md).
 func (c *Cluster) addEach(ctx context.Context, specs []ServerSpec) ([]*Node, error) {
 	var out []*Node
 	for _, spec := range specs {
