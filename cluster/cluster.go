@@ -144,13 +144,11 @@ func Start(ctx context.Context, opts Options, n int) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	nodes := make([]NodeOptions, n)
-	for i := range nodes {
-		nodes[i] = NodeOptions{Name: fmt.Sprintf("n%d", i+1)}
-	}
-	if _, err := c.AddNodes(ctx, nodes); err != nil {
-		c.Close()
-		return nil, err
+	for i := 1; i <= n; i++ {
+		if _, err := c.AddNode(ctx, NodeOptions{Name: fmt.Sprintf("n%d", i)}); err != nil {
+			c.Close()
+			return nil, err
+		}
 	}
 	return c, nil
 }

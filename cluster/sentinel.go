@@ -113,17 +113,12 @@ func (s *Sentinels) waitDiscovery(ctx context.Context) error {
 }
 
 // field is one field of a sentinel's reply about an instance: a flat list
-// of names and values in RESP2, which the harness's clients speak, or a
-// map in RESP3.
+// of names and values, as RESP2 (which the harness's clients speak) has it.
 func field(instance any, name string) string {
-	switch v := instance.(type) {
-	case map[any]any:
-		return fmt.Sprint(v[name])
-	case []any:
-		for i := 0; i+1 < len(v); i += 2 {
-			if fmt.Sprint(v[i]) == name {
-				return fmt.Sprint(v[i+1])
-			}
+	v, _ := instance.([]any)
+	for i := 0; i+1 < len(v); i += 2 {
+		if fmt.Sprint(v[i]) == name {
+			return fmt.Sprint(v[i+1])
 		}
 	}
 	return ""
