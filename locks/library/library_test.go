@@ -134,8 +134,6 @@ func is(t *testing.T, what string, err, want error) {
 func TestAdaptersClassifyTheLibrariesErrors(t *testing.T) {
 	for _, name := range []string{"redsync", "redsync-redlock", "redislock", "redislock-refresh", "redis-py"} {
 		t.Run(name, func(t *testing.T) {
-			// Its own servers and workers; it mostly waits (TestToozWorkers).
-			t.Parallel()
 			ctx := context.Background()
 			h := start(t, name)
 			lease, err := h.a.Acquire(ctx, "k")

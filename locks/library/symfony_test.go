@@ -90,8 +90,6 @@ func TestSymfonyWorkers(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.lock, func(t *testing.T) {
-			// Its own servers and workers; it mostly waits (TestToozWorkers).
-			t.Parallel()
 			s := symfonyStart(t, tc)
 			symfonyExclusive(t, tc, s)
 			if tc.expires {

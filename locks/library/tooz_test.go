@@ -87,10 +87,6 @@ func TestToozWorkers(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.lock, func(t *testing.T) {
-			// Each case has its own server and workers, and waits on leases
-			// and stopped servers far more than it computes: go test runs
-			// two at a time (GOMAXPROCS).
-			t.Parallel()
 			if err := exec.Command("/usr/bin/python3", "-c", "import "+tc.module).Run(); err != nil {
 				t.Skipf("%s cannot import %s (its Debian package is not installed): %v", tc.lock, tc.module, err)
 			}
