@@ -8,10 +8,9 @@ package main
 // its pair a second run alone. So the width follows what the runs
 // measure: it narrows by a pair's seats, down to one pair, when a first
 // run's harness ran a whole lateness limit late, or when lateNeeded of
-// the last lateWindow first runs ran narrowShare of one late; first runs
-// in a row under narrowShare widen it again by a seat, up to the room's:
-// widenAfter of them at the room's width, fewer in proportion as it
-// narrows (calmNeeded). One run half a limit late is the noise of an idle machine,
+// the last lateWindow first runs ran narrowShare of one late; widenAfter
+// first runs in a row under narrowShare widen it again by a seat, up to
+// the room's. One run half a limit late is the noise of an idle machine,
 // which makes them one at a time; a machine that stays busy makes them in
 // runs (docs/ci-and-benchmarks.md has both).
 
@@ -31,8 +30,7 @@ const (
 	// lateNeeded of the last lateWindow first runs late narrow the width.
 	lateNeeded, lateWindow = 2, 4
 	// widenAfter is how many first runs in a row must stay under
-	// narrowShare before the room's width grows by a seat; a narrower
-	// width asks its share of them (calmNeeded).
+	// narrowShare before the width grows by a seat.
 	widenAfter = 8
 )
 
@@ -137,25 +135,12 @@ func (w *width) measure(run string, share float64, at int) {
 	if w.now >= w.room {
 		return
 	}
-	if need := w.calmNeeded(); w.calm+1 >= need {
+	if w.calm++; w.calm >= widenAfter {
 		w.calm = 0
 		w.now++
 		w.wake()
-		w.logf("%d first runs in a row on time: the matrix widens to %d of the room's %d seats\n", need, w.now, w.room)
-	} else {
-		w.calm++
+		w.logf("%d first runs in a row on time: the matrix widens to %d of the room's %d seats\n", widenAfter, w.now, w.room)
 	}
-}
-
-// calmNeeded is how many first runs in a row on time widen the width by
-// a seat: widenAfter's share of it, rounded up. A width of one pair ends
-// its runs one after another, a third as fast as the room's three pairs
-// side by side; asking it for as many calm runs kept it narrow three
-// times as long after a late moment that had passed, with the machine
-// idle beside it. Its share asks for about the same wall time of calm
-// at every width. w.mu is held.
-func (w *width) calmNeeded() int {
-	return max(1, (widenAfter*w.now+w.room-1)/w.room)
 }
 
 func countTrue(bs []bool) int {

@@ -8,8 +8,8 @@ import (
 
 // A run a whole limit late narrows the width by a pair's seats at once;
 // one half a limit late does not, a second within lateWindow does; never
-// below one pair. Runs on time widen it a seat per calmNeeded, fewer than
-// widenAfter at a narrower width, never above the room.
+// below one pair. Runs on time widen it a seat per widenAfter, never above
+// the room.
 func TestWidthFollowsLateness(t *testing.T) {
 	w := newWidth(6, t.Logf)
 	w.measure("a", 1.3, w.narrowed)
@@ -40,26 +40,15 @@ func TestWidthFollowsLateness(t *testing.T) {
 	if apart.now != 6 {
 		t.Fatalf("two late runs %d apart narrowed the width to %d", lateWindow, apart.now)
 	}
-	need := w.calmNeeded()
-	if need != 3 {
-		t.Fatalf("one pair's width of 6 asks %d calm runs to widen, want 3 (widenAfter's third)", need)
-	}
-	for range need - 1 {
+	for range widenAfter - 1 {
 		w.measure("calm", narrowShare/2, w.narrowed)
 	}
 	if w.now != 2 {
-		t.Fatalf("widened after %d calm runs, before %d", need-1, need)
+		t.Fatalf("widened after %d calm runs, before %d", widenAfter-1, widenAfter)
 	}
 	w.measure("calm", 0, w.narrowed)
 	if w.now != 3 {
-		t.Fatalf("after %d calm runs: %d seats, want 3", need, w.now)
-	}
-	if need := w.calmNeeded(); need != 4 {
-		t.Fatalf("a width of 3 of 6 asks %d calm runs, want 4", need)
-	}
-	w.now = 5
-	if need := w.calmNeeded(); need != 7 {
-		t.Fatalf("a width of 5 of 6 asks %d calm runs, want 7", need)
+		t.Fatalf("after %d calm runs: %d seats, want 3", widenAfter, w.now)
 	}
 	for range 10 * widenAfter {
 		w.measure("calm", 0, w.narrowed)
