@@ -70,10 +70,9 @@ unit:
 # fenced one (etcd-fenced), a lease (pg-lease), a session that holds
 # (pg-advisory, mysql-get-lock); and MySQL's lock table beside its row lock
 # in killed-holder, the article's drawback (a dead holder's row stays: a
-# deadlock) against a lock that ends with its connection. Each service pair takes the machine alone and starts its
-# own servers, so the services' whole matrix costs as much again as the
-# Redis one and is make run's, not this 12-minute budget's: the other
-# service locks (memcached-add's 4 s lease makes its run 28 s), a leader
+# deadlock) against a lock that ends with its connection. The services'
+# whole matrix costs as much again as the Redis one and is make run's, not
+# this budget's: the other service locks (memcached-add's 4 s lease makes its run 28 s), a leader
 # killed under a holder, and the ensembles' own tests (locks/services).
 # Then one story for each installed library beyond those, the one that
 # tells it apart: Curator in ensemble-restart, where it alone lets two in
@@ -85,15 +84,23 @@ unit:
 # (docs/scenarios/subscribe-race.json).
 # Their other stories, with worker processes in every client, are make
 # run's: they would double this matrix's time.
+# Every pair after the Redis matrix runs in one matrix (-pairs), so that
+# its pairs share the seats and each kind's servers are kept for its next
+# pair, where one small matrix after another started its own and waited
+# out its own tail with the machine half idle.
+BEYOND_REDIS = all/redis-py, \
+	paused-holder/zk, paused-holder/etcd-fenced, paused-holder/pg-lease, \
+	paused-holder/pg-advisory, paused-holder/mysql-get-lock, \
+	killed-holder/mysql-row, killed-holder/mysql-for-update, \
+	ensemble-restart/curator, isolated-holder/kazoo-listener, \
+	paused-holder/tooz-redis, paused-holder/laravel, \
+	paused-holder/php-lock-redis, paused-holder/php-lock-redlock, \
+	paused-holder/symfony-redis, paused-holder/symfony-predis, \
+	paused-holder/symfony-redlock3, paused-holder/symfony-redlock5, \
+	redlock-paused-replies/php-lock-redlock
 matrix:
 	go run ./cmd/run -scenario all -service redis -language Go -out results
-	go run ./cmd/run -scenario all -lock redis-py -out results/redis-py
-	go run ./cmd/run -scenario paused-holder -lock zk,etcd-fenced,pg-lease,pg-advisory,mysql-get-lock -out results/services
-	go run ./cmd/run -scenario killed-holder -lock mysql-row,mysql-for-update -out results/mysql
-	go run ./cmd/run -scenario ensemble-restart -lock curator -out results/curator
-	go run ./cmd/run -scenario isolated-holder -lock kazoo-listener -out results/kazoo
-	go run ./cmd/run -scenario paused-holder -lock tooz-redis,laravel,php-lock-redis,php-lock-redlock,symfony-redis,symfony-predis,symfony-redlock3,symfony-redlock5 -out results/libraries
-	go run ./cmd/run -scenario redlock-paused-replies -lock php-lock-redlock -out results/php-lock
+	go run ./cmd/run -pairs '$(BEYOND_REDIS)' -out results/services-and-libraries
 
 # The docker backend on the stories that need a node's fault most (a frozen
 # holder, a failover, a RedLock node's clock and its crash), for the

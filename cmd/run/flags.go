@@ -22,7 +22,7 @@ import (
 // flags holds every flag's value after parsing.
 type flags struct {
 	scenarios, lockNames, services string
-	languages                      string
+	languages, pairs               string
 	clients, parallel, runs        int
 	ttl, timeLimit                 time.Duration
 	fullTime                       bool
@@ -46,7 +46,7 @@ type flags struct {
 }
 
 // usageLine is the first line -h prints, above every flag's own.
-const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-clients N] [-ttl D] [-time-limit D] [-full-time] [-spawn-workers] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-fresh] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
+const usageLine = "usage: run [-scenario S[,S]] [-lock L[,L]] [-service K[,K]] [-language L[,L]] [-pairs S/L[,S/L]] [-clients N] [-ttl D] [-time-limit D] [-full-time] [-spawn-workers] [-seed N] [-hold D] [-think D] [-keys N] [-fence-reads] [-faults K[,K] -fault-every D -fault-for D] [-out DIR] [-backend local|docker] [-client-procs] [-parallel N] [-fresh] [-shard I/N] [-merge DIR,DIR] [-check DIR] [-probe P] [-explore] [-sweep P=A..B[:N] [-runs N]] [-print-scenario NAME] [-scenario-file F[,F]] [-shrink DIR [-runs N]] [-v] [-list]"
 
 // newFlags declares every flag on a set of its own, for one parse.
 func newFlags() *flags {
@@ -57,6 +57,7 @@ func newFlags() *flags {
 	fs.StringVar(&f.lockNames, "lock", "", "lock name(s), comma-separated (default: every lock the scenario has an expectation for)")
 	fs.StringVar(&f.services, "service", "", "run only the locks on these server kind(s), comma-separated: "+strings.Join(cluster.Kinds(), ", ")+" (default: every kind)")
 	fs.StringVar(&f.languages, "language", "", "run only the locks whose clients are written in these language(s), comma-separated: Go (this repository's own locks and the Go libraries), Python, PHP, Java (default: every language)")
+	fs.StringVar(&f.pairs, "pairs", "", "story/lock pairs, comma-separated, instead of -scenario and -lock: exactly these, in one matrix (all on either side: every story, or every lock, with an expectation)")
 	fs.IntVar(&f.clients, "clients", 0, "number of clients (default: the scenario's)")
 	fs.DurationVar(&f.ttl, "ttl", 0, "lease time (default: the scenario's)")
 	fs.DurationVar(&f.timeLimit, "time-limit", 0, "how long clients keep working (default: the scenario's)")

@@ -63,6 +63,14 @@ func TestUsageErrorsExit2WithOneLine(t *testing.T) {
 		"sweep half a key":  {"-scenario", "baseline", "-lock", "set-nx-px", "-sweep", "keys=1..4:3"},
 		"sweep one client":  {"-scenario", "baseline", "-lock", "set-nx-px", "-sweep", "clients=1..4"},
 		"kill, no server":   {"-scenario", "interval", "-lock", "mutex", "-faults", "kill", "-fault-every", "1s", "-fault-for", "1s"},
+		"pairs, no slash":   {"-pairs", "baseline"},
+		"pairs, two":        {"-pairs", "baseline/set-nx-px/zk"},
+		"pairs, no lock":    {"-pairs", "baseline/"},
+		"pairs, none":       {"-pairs", ","},
+		"pairs, unknown":    {"-pairs", "baseline/nope"},
+		"pairs and lock":    {"-pairs", "baseline/set-nx-px", "-lock", "zk"},
+		"pairs and story":   {"-pairs", "baseline/set-nx-px", "-scenario", "baseline"},
+		"pairs in a sweep":  {"-pairs", "baseline/set-nx-px", "-sweep", "ttl=500..1000"},
 	}
 	for name, args := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -115,6 +123,36 @@ func TestServiceKeepsOnlyItsLocks(t *testing.T) {
 	redis, _ := plan("all", "", only{kinds: []string{"redis"}}, nil)
 	if len(redis) == 0 || len(redis)+len(pairs) >= len(all) {
 		t.Fatalf("redis %d + postgres and memcached %d pairs of %d: ZooKeeper's and etcd's are missing", len(redis), len(pairs), len(all))
+	}
+}
+
+// -pairs runs exactly the pairs it names, once each, in its order, all
+// on either side reading as -scenario all and -lock's default do.
+func TestPairsNameOneMatrixAcrossStories(t *testing.T) {
+	f := newFlags()
+	if err := f.set.Parse([]string{"-pairs", "paused-holder/zk,killed-holder/mysql-row,paused-holder/zk,all/redis-py,fencing/all"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := planPairs(f, only{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	py, _ := plan("all", "redis-py", only{}, nil)
+	fencing, _ := plan("fencing", "", only{}, nil)
+	want := [][2]string{{"paused-holder", "zk"}, {"killed-holder", "mysql-row"}}
+	want = append(want, py...)
+	for _, p := range fencing {
+		if !slices.Contains(want, p) {
+			want = append(want, p)
+		}
+	}
+	if len(py) < 2 || len(fencing) < 2 || !slices.Equal(got, want) {
+		t.Fatalf("-pairs planned %v, want %v", got, want)
+	}
+	for _, p := range py {
+		if p[1] != "redis-py" {
+			t.Fatalf("all/redis-py planned %v", p)
+		}
 	}
 }
 

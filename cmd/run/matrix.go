@@ -28,7 +28,7 @@ import (
 // matrixMode is what run does when no other mode is named. -runs is the
 // one flag it refuses that is not a mode's own: it counts a sweep's or a
 // shrink's runs, and a pair runs once.
-var matrixMode = mode{takes: slices.Concat(runFlags, []string{"scenario", "service", "language", "shard", "probe", "v", "fresh"}),
+var matrixMode = mode{takes: slices.Concat(runFlags, []string{"scenario", "pairs", "service", "language", "shard", "probe", "v", "fresh"}),
 	run: func(ctx context.Context, f *flags, stdout, stderr io.Writer) int {
 		return runMatrix(ctx, f, nil, stdout, stderr)
 	}}
@@ -72,7 +72,7 @@ func runMatrix(ctx context.Context, f *flags, told map[string]*scenario.Scenario
 		}
 		m.base.Probe = &p
 	}
-	m.full = f.scenarios == "all" && f.lockNames == "" && told == nil || f.shard != ""
+	m.full = f.scenarios == "all" && f.lockNames == "" && f.pairs == "" && told == nil || f.shard != ""
 	var err error
 	if m.pairs, err = m.selectPairs(stdout); err == nil {
 		err = m.resolve()
@@ -201,7 +201,14 @@ func byTopology(plans []pairPlan, order []int) []int {
 // environment).
 func (m *matrixRun) selectPairs(stdout io.Writer) ([][2]string, error) {
 	f := m.f
-	pairs, err := plan(f.scenarios, f.lockNames, only{split(f.services), split(f.languages)}, m.told)
+	o := only{split(f.services), split(f.languages)}
+	var pairs [][2]string
+	var err error
+	if f.pairs != "" {
+		pairs, err = planPairs(f, o)
+	} else {
+		pairs, err = plan(f.scenarios, f.lockNames, o, m.told)
+	}
 	if err != nil || f.shard == "" {
 		return pairs, err
 	}
@@ -514,6 +521,42 @@ func plan(scenarioList, lockList string, o only, told map[string]*scenario.Scena
 	}
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("no scenario in %q applies to lock %q", scenarioList, lockList)
+	}
+	return pairs, nil
+}
+
+// planPairs is the pairs -pairs names, each story/lock, in its order
+// and once each: a matrix across stories and locks that no cross of
+// -scenario and -lock names (make test's services and libraries), which
+// one run deals onto its seats together, each kind's servers kept for
+// its next pair, where small matrices one after another would each
+// start their own and wait out their own tail. all on either side
+// reads as in -scenario and -lock.
+func planPairs(f *flags, o only) ([][2]string, error) {
+	if f.has("scenario") || f.has("lock") {
+		return nil, errors.New("-pairs names its stories and locks: drop -scenario and -lock")
+	}
+	var pairs [][2]string
+	for _, item := range split(f.pairs) {
+		story, lock, ok := strings.Cut(item, "/")
+		if !ok || story == "" || lock == "" || strings.Contains(lock, "/") {
+			return nil, fmt.Errorf("-pairs %s: want story/lock (all on either side)", item)
+		}
+		if lock == "all" {
+			lock = ""
+		}
+		ps, err := plan(story, lock, o, nil)
+		if err != nil {
+			return nil, fmt.Errorf("-pairs %s: %v", item, err)
+		}
+		for _, p := range ps {
+			if !slices.Contains(pairs, p) {
+				pairs = append(pairs, p)
+			}
+		}
+	}
+	if len(pairs) == 0 {
+		return nil, fmt.Errorf("-pairs %q names no pair", f.pairs)
 	}
 	return pairs, nil
 }
