@@ -72,8 +72,9 @@ unit:
 # in killed-holder, the article's drawback (a dead holder's row stays: a
 # deadlock) against a lock that ends with its connection. The services'
 # whole matrix costs as much again as the Redis one and is make run's, not
-# this budget's: the other service locks (memcached-add's 4 s lease makes its run 28 s), a leader
-# killed under a holder, and the ensembles' own tests (locks/services).
+# this budget's: the other service locks (memcached-add's 4 s lease makes
+# its run 28 s), a leader killed under a holder, and the ensembles' own
+# tests (locks/services).
 # Then one story for each installed library beyond those, the one that
 # tells it apart: Curator in ensemble-restart, where it alone lets two in
 # (curator#1121); kazoo's listener in isolated-holder, where the care its
@@ -87,7 +88,7 @@ unit:
 # Every pair after the Redis matrix runs in one matrix (-pairs), so that
 # its pairs share the seats and each kind's servers are kept for its next
 # pair, where one small matrix after another started its own and waited
-# out its own tail with the machine half idle.
+# out its own tail.
 BEYOND_REDIS = all/redis-py, \
 	paused-holder/zk, paused-holder/etcd-fenced, paused-holder/pg-lease, \
 	paused-holder/pg-advisory, paused-holder/mysql-get-lock, \

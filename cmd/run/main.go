@@ -8,10 +8,10 @@
 // pair that did not match, or for every pair with -v. On a terminal a status
 // line shows the pairs running now.
 //
-// Besides the matrix of -scenario × -lock, run has modes named by a flag
-// (-list, -print-scenario, -check, -shrink, -merge, -scenario-file,
-// -sweep, -explore), each in a file of its own; modes.go says which flags
-// each one takes.
+// Besides the matrix (of -scenario × -lock, or the pairs -pairs names),
+// run has modes named by a flag (-list, -print-scenario, -check, -shrink,
+// -merge, -scenario-file, -sweep, -explore), each in a file of its own;
+// modes.go says which flags each one takes.
 //
 // Exit status: 0 every outcome matched its expectation, 1 some did not (or a
 // run could not be carried out), 2 bad usage, 130 interrupted.

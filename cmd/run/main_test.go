@@ -154,6 +154,17 @@ func TestPairsNameOneMatrixAcrossStories(t *testing.T) {
 			t.Fatalf("all/redis-py planned %v", p)
 		}
 	}
+	f = newFlags()
+	if err := f.set.Parse([]string{"-pairs", "paused-holder/zk,paused-holder/laravel"}); err != nil {
+		t.Fatal(err)
+	}
+	kept, err := planPairs(f, only{kinds: []string{"zookeeper"}})
+	if want := [][2]string{{"paused-holder", "zk"}}; err != nil || !slices.Equal(kept, want) {
+		t.Fatalf("-pairs with -service zookeeper planned %v (%v), want %v", kept, err, want)
+	}
+	if _, err := planPairs(f, only{kinds: []string{"etcd"}}); err == nil {
+		t.Fatal("-pairs with a -service none of its pairs runs on planned something")
+	}
 }
 
 // -language keeps the locks whose clients are written in it, this

@@ -531,10 +531,14 @@ func plan(scenarioList, lockList string, o only, told map[string]*scenario.Scena
 // one run deals onto its seats together, each kind's servers kept for
 // its next pair, where small matrices one after another would each
 // start their own and wait out their own tail. all on either side
-// reads as in -scenario and -lock.
+// reads as in -scenario and -lock; -service and -language keep what they
+// keep of the whole list, as of a cross.
 func planPairs(f *flags, o only) ([][2]string, error) {
 	if f.has("scenario") || f.has("lock") {
 		return nil, errors.New("-pairs names its stories and locks: drop -scenario and -lock")
+	}
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	var pairs [][2]string
 	for _, item := range split(f.pairs) {
@@ -545,18 +549,19 @@ func planPairs(f *flags, o only) ([][2]string, error) {
 		if lock == "all" {
 			lock = ""
 		}
-		ps, err := plan(story, lock, o, nil)
+		ps, err := plan(story, lock, only{}, nil)
 		if err != nil {
 			return nil, fmt.Errorf("-pairs %s: %v", item, err)
 		}
 		for _, p := range ps {
-			if !slices.Contains(pairs, p) {
+			lk, _ := locks.Lookup(p[1]) // plan looked it up
+			if o.keeps(lk) && !slices.Contains(pairs, p) {
 				pairs = append(pairs, p)
 			}
 		}
 	}
 	if len(pairs) == 0 {
-		return nil, fmt.Errorf("-pairs %q names no pair", f.pairs)
+		return nil, fmt.Errorf("-pairs %q names no pair on %s in %s", f.pairs, orEvery(o.kinds, "every server kind"), orEvery(o.languages, "every language"))
 	}
 	return pairs, nil
 }
