@@ -143,6 +143,9 @@ func pausedReleaseStory() Scenario {
 			lossAsReentrant,
 			waitsAsSetNXPX,
 			leaveOut(local, "the control's release sends no command to pause after"),
+			leaveOut(ownerBlind, "its release is one DEL, with nothing after it to pause, but a DEL that checks no owner: the stalled successor's DEL goes out once its write is back, "+
+				"and the stall ends 0.1 TTL inside its lease, so a write whose reply is late within its limit (0.2 TTL) sends that DEL past the lease, onto the next holder's key, and a third client gets in; "+
+				"whether it does is a draw (setnx-expire unsafe in 1 of 228 pairs of a make test from nothing here, its successor's write back 103 ms after it was sent); unsafe-release tells that DEL on purpose"),
 			expect(onRedis, verdict.Expectation{Outcome: verdict.Safe,
 				Why: "the release is one atomic command (or a script that checks the owner): once its first reply is back there is nothing left to go wrong"}),
 		},
