@@ -98,7 +98,9 @@ type Options struct {
 	// explore): where one client is caught and what is done to it.
 	Probe *scenario.Probe
 	// Alone runs the story alone on the machine, whatever the story says:
-	// how a starved run is tried a second time (RunUnstarved).
+	// how a starved run is tried a second time (RunUnstarved). Once it
+	// holds the room it also waits, up to 20 s, for the cores to be
+	// quiet, as what runs outside the room may not be (quietness).
 	Alone bool
 	// Pool, when set, keeps the servers a run left healthy for the next
 	// run of the same topology, reset, and starts a run on such servers

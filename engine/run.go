@@ -42,6 +42,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.enterRoom(ctx); err != nil {
 		return nil, err
 	}
+	if o.Alone {
+		if err := machineQuiet().await(ctx, r.logf); err != nil {
+			return nil, roomErr(err)
+		}
+	}
 	// From here on a failed run returns what it recorded so far (nil only
 	// when its directory could not be made).
 	if err := r.createRecorder(); err != nil {
