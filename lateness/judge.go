@@ -34,6 +34,15 @@ const ServerFraction = 0.5
 // client's turn inside one lease has no room left past half of it.
 const FaultFraction = 0.5
 
+// WallLimit is how far the machine's wall clock may move against its
+// monotonic clock in a run before the run is starved, whatever its TTL: a
+// lock's promise and its server's expiry are a request's one-way trip
+// apart (under a millisecond here), and the promise checker allows no
+// slack, so a wall clock a millisecond fast over a lease (a slew of 2,000
+// ppm at 500 ms) reads as a broken promise. An unadjusted machine's clocks
+// do not move apart at all.
+const WallLimit = 100 * time.Microsecond
+
 // Limits is how late each kind may run before a run is starved.
 type Limits struct {
 	Timer time.Duration `json:"timer"`
@@ -43,6 +52,8 @@ type Limits struct {
 	Server time.Duration `json:"server,omitempty"`
 	Pause  time.Duration `json:"pause"`
 	Fault  time.Duration `json:"fault"`
+	// Wall is zero in a run stored before it was measured.
+	Wall time.Duration `json:"wall,omitempty"`
 }
 
 // LimitsFor is the limits of a run at ttl: Fraction of it for timers and
@@ -51,7 +62,8 @@ type Limits struct {
 // that bound.
 func LimitsFor(ttl time.Duration) Limits {
 	share := func(f float64) time.Duration { return time.Duration(f * float64(ttl)) }
-	return Limits{Timer: share(Fraction), Reply: share(Fraction), Server: share(ServerFraction), Pause: share(PauseFraction), Fault: share(FaultFraction)}
+	return Limits{Timer: share(Fraction), Reply: share(Fraction), Server: share(ServerFraction), Pause: share(PauseFraction), Fault: share(FaultFraction),
+		Wall: WallLimit}
 }
 
 // Of is the limit of kind k.
@@ -65,6 +77,8 @@ func (l Limits) Of(k Kind) time.Duration {
 		return l.Server
 	case Pause:
 		return l.Pause
+	case Wall:
+		return l.Wall
 	}
 	return l.Fault
 }
@@ -179,14 +193,21 @@ func Over(samples []Sample, lim Limits) string {
 		if k.FromHistory() {
 			what = "the " + s.What + " ran"
 		}
+		if k == Wall {
+			parts = append(parts, fmt.Sprintf("the machine's wall clock moved %s against its monotonic clock by %s", time.Duration(s.Late).Round(time.Microsecond), at(s.At)))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s %s late at %s", what, time.Duration(s.Late).Round(time.Millisecond), at(s.At)))
 	}
-	server := ""
+	server, wall := "", ""
 	if _, ok := worst[Server]; ok {
 		server = fmt.Sprintf(", the lock's server %s", lim.Server)
 	}
-	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart, save or eviction %s)",
-		strings.Join(parts, "; "), lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
+	if _, ok := worst[Wall]; ok {
+		wall = fmt.Sprintf(", the wall clock %s", lim.Wall)
+	}
+	return fmt.Sprintf("%s (limits: timers %s, replies %s%s, a pause's overrun %s, a restart, save or eviction %s%s)",
+		strings.Join(parts, "; "), lim.Timer, lim.Reply, server, lim.Pause, lim.Fault, wall)
 }
 
 // Share is how far the run went toward Over: its worst judged sample as
@@ -199,8 +220,8 @@ func Share(samples []Sample, lim Limits) float64 {
 	worst := 0.0
 	for _, s := range samples {
 		l := lim.Of(s.Kind)
-		if s.Kind == Worker || l <= 0 {
-			continue
+		if s.Kind == Worker || s.Kind == Wall || l <= 0 {
+			continue // a wall clock's move is no load on the machine
 		}
 		worst = max(worst, float64(s.Late)/float64(l))
 	}

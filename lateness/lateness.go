@@ -47,6 +47,16 @@ const (
 	// redis-py, alone on the machine, 375 ms within a 500 ms TTL), so the
 	// wait cannot tell a neighbour's delay from the story's own.
 	Worker Kind = "worker"
+	// Wall is how far the machine's wall clock moved against its monotonic
+	// clock since the run began: a step or a slew (a time daemon's, a
+	// VM's), which the kernel applies to the wall clock alone. The
+	// harness times every promise on its monotonic clock, while Redis,
+	// PostgreSQL and MariaDB expire a key or a row on their wall clocks,
+	// so a wall clock that runs fast ends their leases early against the
+	// promises: a lock that keeps its word looks as if it broke it. A
+	// window is noted only once the clocks are Options.WallNoise apart
+	// (they read the same counter, so an unadjusted machine notes none).
+	Wall Kind = "wall"
 	// Fault is how much longer a fault's own work took than the schedule
 	// planned: a restart's time to ready, which a story's schedule
 	// measures and gives room to (a pause that follows it begins once the
@@ -92,7 +102,14 @@ type Options struct {
 	// Span is how far back a worker's run-queue wait is summed (default
 	// 1 s): the run's TTL, the time a story's windows are measured in.
 	Span time.Duration
+	// Drift is how far the wall clock has moved against the monotonic one
+	// since the meter started (default: read from time.Now, which carries
+	// both); a test sets its own.
+	Drift func() time.Duration
 }
+
+// WallNoise is the least drift of the wall clock a Wall sample notes.
+const WallNoise = 20 * time.Microsecond
 
 // Ping is one node's round trip, made every Every (default 20 ms): a
 // server whose ask is dear (a new PostgreSQL session) is asked less often.
@@ -116,6 +133,14 @@ func (o Options) withDefaults() Options {
 	if o.Now == nil {
 		start := time.Now()
 		o.Now = func() int64 { return int64(time.Since(start)) }
+	}
+	if o.Drift == nil {
+		start := time.Now()
+		o.Drift = func() time.Duration {
+			now := time.Now()
+			// Round(0) strips the monotonic reading: wall minus monotonic.
+			return now.Round(0).Sub(start.Round(0)) - now.Sub(start)
+		}
 	}
 	return o
 }
@@ -157,7 +182,7 @@ func (m *Meter) Stop() []Sample {
 	m.wg.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, k := range []Kind{Timer, Reply, Server, Worker} {
+	for _, k := range []Kind{Timer, Reply, Server, Worker, Wall} {
 		if s := m.open[k]; s != nil {
 			m.samples = append(m.samples, *s)
 		}
@@ -203,6 +228,9 @@ func (m *Meter) timers(ctx context.Context) {
 		case <-t.C:
 		}
 		m.note(Timer, from, max(0, m.o.Now()-from-int64(m.o.Tick)))
+		if d := m.o.Drift().Abs(); d >= WallNoise {
+			m.note(Wall, from, int64(d))
+		}
 	}
 }
 

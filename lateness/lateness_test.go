@@ -199,3 +199,33 @@ func TestShare(t *testing.T) {
 		t.Fatalf("share of no samples %v", got)
 	}
 }
+
+// A wall clock that moves against the monotonic one (a slew of 2,000 ppm
+// here) is noted and starves the run; one that keeps pace notes nothing.
+func TestMeterSeesTheWallClockMove(t *testing.T) {
+	start := time.Now()
+	slewed := Start(Options{Drift: func() time.Duration { return time.Since(start) / 500 }})
+	time.Sleep(200 * time.Millisecond)
+	worst := Worst(slewed.Stop())
+	if worst[Wall] < 300*time.Microsecond {
+		t.Fatalf("worst wall-clock move %s after 200 ms at 2,000 ppm, want about 400µs", worst[Wall])
+	}
+	why := Over([]Sample{{At: int64(150 * time.Millisecond), Kind: Wall, Late: int64(worst[Wall])}}, LimitsFor(500*time.Millisecond))
+	if !strings.Contains(why, "the machine's wall clock moved") || !strings.Contains(why, "the wall clock 100µs") {
+		t.Errorf("a run whose wall clock moved: Over said %q", why)
+	}
+	still := Start(Options{Drift: func() time.Duration { return WallNoise / 2 }})
+	time.Sleep(20 * time.Millisecond)
+	if w, ok := Worst(still.Stop())[Wall]; ok {
+		t.Errorf("a wall clock within the noise noted a move of %s", w)
+	}
+}
+
+// A wall clock's move is no load on the machine: it does not narrow a
+// matrix, however far it went.
+func TestShareLeavesTheWallClockOut(t *testing.T) {
+	samples := []Sample{{Kind: Timer, Late: int64(10 * time.Millisecond)}, {Kind: Wall, Late: int64(time.Second)}}
+	if got := Share(samples, LimitsFor(500*time.Millisecond)); got != 0.1 {
+		t.Errorf("share %v, want 0.1 (the timer's 10 of 100 ms)", got)
+	}
+}

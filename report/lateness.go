@@ -289,6 +289,8 @@ func latenessLine(r *engine.Result) string {
 	}{
 		{lateness.Timer, "timers %s", false}, {lateness.Reply, "replies %s", false},
 		{lateness.Server, "server %s", true}, {lateness.Worker, "workers waited %s a TTL (unjudged)", true},
+		// Noted only where the wall clock moved (lateness.WallNoise).
+		{lateness.Wall, "wall clock moved %s", true},
 		{lateness.Pause, "pauses %s", false}, {lateness.Fault, "restarts/saves %s", false},
 	} {
 		d, ok := worst[k.kind]

@@ -126,6 +126,7 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
 	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
 	slowServer := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
+	movedWall := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Wall, Late: int64(time.Millisecond)}}
 	// One acquire that never returns: the key stays stuck past the
 	// allowance (deadlock).
 	stuck := append(holds([]int{0}, 0),
@@ -156,6 +157,9 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		// A slow lock server moves no window: it starves only what it
 		// makes by itself, a run with too little traffic or a stuck key.
 		{"a violation with a fault, a slow server", LockUnsafe, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), pause), slowServer, LockUnsafe},
+		// A server's wall clock that ran ahead of the harness's ends a
+		// lease before its promise: the broken promise is not the lock's.
+		{"a violation, the wall clock moved", Safe, holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), movedWall, Starved},
 		{"a pass with a fault, a slow server", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowServer, Safe},
 		{"a stall with a fault, on time", Safe, ordered(append(slices.Clone(stuck), pause)), nil, Deadlock},
 		{"a stall with a fault, a slow server", Safe, ordered(append(stuck, pause)), slowServer, Starved},
