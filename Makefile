@@ -53,7 +53,8 @@ test:
 # Compiles and links every test binary of both modules into .testbin
 # (go test would link them again on every run) and the matrix's command
 # into Go's build cache, so the steps after it compile and link nothing;
-# a tree unchanged since the last link links nothing (scripts/build.sh).
+# a tree linked before, in any clone, links nothing: the binaries are kept
+# in the harness's cache under a stamp of their sources (scripts/build.sh).
 build:
 	./scripts/build.sh
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Links every test binary of both modules into .testbin (go test would link
-# them again on every run) and the matrix's command into Go's build cache,
-# so the steps after it compile and link nothing. go test -c links every
-# binary anew even when nothing changed (about 20 s on 2 cores), so the
-# binaries are kept with a stamp of what they were linked from: every file
-# git does not ignore, the Go toolchain and its environment. A second make
-# test of an unchanged tree links nothing; any edit, new file or removed
-# one links them all again. Without git, it always links.
+# Links every test binary of both modules (go test would link them again on
+# every run) and the matrix's command into Go's build cache, so the steps
+# after it compile and link nothing. go test -c links every binary anew
+# even when nothing changed (about 50 s on 2 cores), so the binaries are
+# kept under a stamp of what they were linked from: every file git does not
+# ignore, the Go toolchain and its environment (every build is -trimpath,
+# so a clone's path is not in them). They are kept in the harness's cache
+# (testbin/STAMP under $LOCKTORTURE_CACHE, else ~/.cache/locktorture), as
+# Go keeps its build cache, so a second clone of the same tree links
+# nothing either; .testbin is a link to them. Any edit, new file or
+# removed one links them all again, and the two stamps used last are
+# kept. Without git, it links into .testbin itself, every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -22,16 +26,36 @@ stamp() {
   } | sha256sum | cut -d' ' -f1
 }
 
+# link DIR: every test binary of both modules into DIR/main and DIR/joblock.
+# No debug information (-s -w): nothing debugs these binaries, a panic's
+# trace needs none, and linking without it is a fifth faster.
+link() {
+  go test -c -ldflags='-s -w' -o "$1/main/" ./... >/dev/null
+  (cd examples/joblock && go test -c -ldflags='-s -w' -o "$1/joblock/" ./... >/dev/null)
+}
+
 want=$(stamp)
-if [ -n "$want" ] && [ -d .testbin/main ] && [ -d .testbin/joblock ] && [ -f .testbin/stamp ] && [ "$(cat .testbin/stamp)" = "$want" ]; then
-  echo "build: .testbin was linked from these sources; nothing to link"
+rm -rf .testbin
+if [ -z "$want" ]; then
+  link "$PWD/.testbin"
 else
-  rm -rf .testbin
-  # No debug information (-s -w): nothing debugs these binaries, a
-  # panic's trace needs none, and linking without it is a fifth faster.
-  go test -c -ldflags='-s -w' -o .testbin/main/ ./... >/dev/null
-  (cd examples/joblock && go test -c -ldflags='-s -w' -o ../../.testbin/joblock/ ./... >/dev/null)
-  [ -z "$want" ] || echo "$want" >.testbin/stamp
+  cache=${LOCKTORTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/locktorture}/testbin
+  mkdir -p "$cache"
+  if [ -f "$cache/$want/linked" ]; then
+    echo "build: these sources were linked before ($cache/$want); nothing to link"
+  else
+    # Linked aside and renamed into place, so a make test beside this one
+    # never sees half of it.
+    tmp=$(mktemp -d "$cache/.linking.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    link "$tmp"
+    touch "$tmp/linked"
+    mv -T "$tmp" "$cache/$want" 2>/dev/null || rm -rf "$tmp"
+  fi
+  touch "$cache/$want"
+  ln -s "$cache/$want" .testbin
+  # The two stamps used last stay (about 600 MB each); older ones go.
+  ls -1dt "$cache"/*/ | tail -n +3 | xargs -r rm -rf
 fi
 # go run keeps what it links: the matrix's command is linked here, once.
 go run ./cmd/run -list >/dev/null
