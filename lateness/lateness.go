@@ -103,8 +103,8 @@ type Options struct {
 	// 1 s): the run's TTL, the time a story's windows are measured in.
 	Span time.Duration
 	// Drift is how far the wall clock has moved against the monotonic one
-	// since the meter started (default: read from time.Now, which carries
-	// both); a test sets its own.
+	// since the meter started, or 0 where it could not be read (default:
+	// read from time.Now, which carries both); a test sets its own.
 	Drift func() time.Duration
 }
 
@@ -135,14 +135,34 @@ func (o Options) withDefaults() Options {
 		o.Now = func() int64 { return int64(time.Since(start)) }
 	}
 	if o.Drift == nil {
-		start := time.Now()
+		start, ok := together()
 		o.Drift = func() time.Duration {
-			now := time.Now()
+			now, read := together()
+			if !ok || !read {
+				return 0
+			}
 			// Round(0) strips the monotonic reading: wall minus monotonic.
 			return now.Round(0).Sub(start.Round(0)) - now.Sub(start)
 		}
 	}
 	return o
+}
+
+// together is a time.Now whose two readings, wall and monotonic, were
+// taken together, or false when none of a few tries was. time.Now reads
+// one clock and then the other, and a thread descheduled between the
+// two (a millisecond, on a loaded machine) reads them that far apart, a
+// move of the wall clock that never happened. A read between two whose
+// monotonic readings are less than WallNoise/2 apart had both its
+// readings inside that span, whichever it takes first.
+func together() (time.Time, bool) {
+	for range 8 {
+		a, b, c := time.Now(), time.Now(), time.Now()
+		if c.Sub(a) < WallNoise/2 {
+			return b, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // Meter samples the harness's timers and a node's replies until stopped.
