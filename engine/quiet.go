@@ -30,44 +30,51 @@ type quietness struct {
 }
 
 // machineQuiet is the quietness a run alone waits for: under one seat's
-// worth of one core busy for half a second, waited for up to 20 s.
+// worth of one core busy for half a second, waited for up to 20 s. Where
+// this process may use fewer CPUs than /proc/stat counts (a container
+// pinned to some of a host's), the cores' busy share says nothing of
+// the ones it runs on, and it reads nothing: no wait.
 func machineQuiet() quietness {
-	return quietness{window: 500 * time.Millisecond, limit: 20 * time.Second,
+	q := quietness{window: 500 * time.Millisecond, limit: 20 * time.Second,
 		busy: 1 / float64(SeatsPerCore*runtime.NumCPU()), read: readCPU}
+	if n, err := statCPUs(); err != nil || n != runtime.NumCPU() {
+		q.read = func() (cpuTimes, error) { return cpuTimes{}, errors.New("the machine's CPUs are not this process's") }
+	}
+	return q
 }
 
 // await waits for a quiet window, at most q.limit, and says through logf
-// what it found when it waited longer than two windows. It returns ctx's
-// error when ctx ends first; a machine whose CPU time cannot be read is
-// taken as quiet (there is nothing to wait for).
-func (q quietness) await(ctx context.Context, logf func(string, ...any)) error {
+// what it found when a window before it was busy. It returns how long it
+// waited, and ctx's error when ctx ends first; a machine whose CPU time
+// cannot be read is taken as quiet (there is nothing to wait for).
+func (q quietness) await(ctx context.Context, logf func(string, ...any)) (time.Duration, error) {
 	start := time.Now()
 	prev, err := q.read()
 	if err != nil {
-		return nil
+		return 0, nil
 	}
-	for {
+	for windows := 1; ; windows++ {
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return time.Since(start), ctx.Err()
 		case <-time.After(q.window):
 		}
 		cur, err := q.read()
 		if err != nil {
-			return nil
+			return time.Since(start), nil
 		}
 		busy := cur.busySince(prev)
 		prev = cur
 		waited := time.Since(start)
 		if busy <= q.busy {
-			if waited > 2*q.window {
+			if windows > 1 {
 				logf("the machine quietened after %.1f s (%.0f%% of its cores busy)", waited.Seconds(), 100*busy)
 			}
-			return nil
+			return waited, nil
 		}
 		if waited >= q.limit {
 			logf("the machine stayed busy for %.0f s (%.0f%% of its cores busy): running anyway", waited.Seconds(), 100*busy)
-			return nil
+			return waited, nil
 		}
 	}
 }
@@ -76,12 +83,29 @@ func (q quietness) await(ctx context.Context, logf func(string, ...any)) error {
 // (in clock ticks): busy, and all of it.
 type cpuTimes struct{ busy, total uint64 }
 
-// busySince is the share of the machine's cores busy between then and c.
+// busySince is the share of the machine's cores busy between then and c,
+// within [0, 1]: the kernel's counters may step back (iowait does).
 func (c cpuTimes) busySince(then cpuTimes) float64 {
-	if c.total <= then.total {
+	busy, total := float64(c.busy)-float64(then.busy), float64(c.total)-float64(then.total)
+	if total <= 0 {
 		return 0
 	}
-	return float64(c.busy-then.busy) / float64(c.total-then.total)
+	return min(max(busy/total, 0), 1)
+}
+
+// statCPUs counts the CPUs /proc/stat gives a line of their own.
+func statCPUs() (int, error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		if len(line) > 3 && strings.HasPrefix(line, "cpu") && line[3] >= '0' && line[3] <= '9' {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // readCPU reads the machine's CPU time: user, nice, system, irq, softirq

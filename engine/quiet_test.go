@@ -28,7 +28,7 @@ func TestQuietWaitsForAQuietWindow(t *testing.T) {
 	var said []string
 	logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
 	q := quietness{window: time.Millisecond, limit: time.Hour, busy: 0.2, read: fakeCPU(0.9, 0.5, 0.5, 0.1)}
-	if err := q.await(context.Background(), logf); err != nil {
+	if _, err := q.await(context.Background(), logf); err != nil {
 		t.Fatal(err)
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "quietened") || !strings.Contains(said[0], "10% of its cores") {
@@ -40,7 +40,7 @@ func TestQuietRunsAnywayAfterItsLimit(t *testing.T) {
 	var said []string
 	logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
 	q := quietness{window: time.Millisecond, limit: 20 * time.Millisecond, busy: 0.2, read: fakeCPU(1)}
-	if err := q.await(context.Background(), logf); err != nil {
+	if _, err := q.await(context.Background(), logf); err != nil {
 		t.Fatal(err)
 	}
 	if len(said) != 1 || !strings.Contains(said[0], "stayed busy") || !strings.Contains(said[0], "running anyway") {
@@ -52,7 +52,7 @@ func TestQuietSaysNothingOnAQuietMachine(t *testing.T) {
 	var said []string
 	logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
 	q := quietness{window: time.Millisecond, limit: time.Hour, busy: 0.2, read: fakeCPU(0.05)}
-	if err := q.await(context.Background(), logf); err != nil || len(said) != 0 {
+	if _, err := q.await(context.Background(), logf); err != nil || len(said) != 0 {
 		t.Errorf("await: %v, said %q; want nil and nothing", err, said)
 	}
 }
@@ -61,7 +61,7 @@ func TestQuietEndsWithItsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	q := quietness{window: time.Hour, limit: time.Hour, busy: 0.2, read: fakeCPU(1)}
-	if err := q.await(ctx, func(string, ...any) {}); err != context.Canceled {
+	if _, err := q.await(ctx, func(string, ...any) {}); err != context.Canceled {
 		t.Errorf("await after cancel: %v, want context.Canceled", err)
 	}
 }
@@ -82,5 +82,12 @@ func TestReadCPU(t *testing.T) {
 	}
 	if s := b.busySince(a); s < 0 || s > 1 {
 		t.Errorf("busy share %v, want within [0, 1]", s)
+	}
+	if n, err := statCPUs(); err != nil || n < 1 {
+		t.Errorf("statCPUs = %d, %v: want a CPU or more", n, err)
+	}
+	// Counters that step back read as idle, not as a wrapped share.
+	if s := (cpuTimes{busy: 5, total: 200}).busySince(cpuTimes{busy: 10, total: 100}); s != 0 {
+		t.Errorf("busy share of a busy counter that stepped back: %v, want 0", s)
 	}
 }

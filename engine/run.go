@@ -43,7 +43,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 		return nil, err
 	}
 	if o.Alone {
-		if err := machineQuiet().await(ctx, r.logf); err != nil {
+		if r.quiet, err = machineQuiet().await(ctx, r.logf); err != nil {
 			return nil, roomErr(err)
 		}
 	}
@@ -84,6 +84,9 @@ type runner struct {
 	// servers, so the run's exit leaves them running.
 	poolKey string
 	parked  bool
+	// quiet is how long the run, holding the room, waited for quiet
+	// cores before it began (Options.Alone): seats held, counted in Held.
+	quiet time.Duration
 
 	res   *Result
 	rec   *history.Recorder
@@ -145,7 +148,7 @@ func (r *runner) enterRoom(ctx context.Context) error {
 	r.onExit(func() {
 		leave()
 		if r.res != nil {
-			r.res.Held = time.Since(r.res.Started)
+			r.res.Held = time.Since(r.res.Started) + r.quiet
 		}
 	})
 	return nil

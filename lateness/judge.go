@@ -38,9 +38,9 @@ const FaultFraction = 0.5
 // monotonic clock in a run before the run is starved, whatever its TTL: a
 // lock's promise and its server's expiry are a request's one-way trip
 // apart (under a millisecond here), and the promise checker allows no
-// slack, so a wall clock a millisecond fast over a lease (a slew of 2,000
-// ppm at 500 ms) reads as a broken promise. An unadjusted machine's clocks
-// do not move apart at all.
+// slack, so a wall clock stepped a millisecond forward within a lease
+// reads as a broken promise. A machine whose clock nobody sets keeps the
+// two together.
 const WallLimit = 100 * time.Microsecond
 
 // Limits is how late each kind may run before a run is starved.

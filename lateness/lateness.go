@@ -48,14 +48,15 @@ const (
 	// wait cannot tell a neighbour's delay from the story's own.
 	Worker Kind = "worker"
 	// Wall is how far the machine's wall clock moved against its monotonic
-	// clock since the run began: a step or a slew (a time daemon's, a
-	// VM's), which the kernel applies to the wall clock alone. The
-	// harness times every promise on its monotonic clock, while Redis,
-	// PostgreSQL and MariaDB expire a key or a row on their wall clocks,
-	// so a wall clock that runs fast ends their leases early against the
-	// promises: a lock that keeps its word looks as if it broke it. A
-	// window is noted only once the clocks are Options.WallNoise apart
-	// (they read the same counter, so an unadjusted machine notes none).
+	// clock since the run began: a step (settimeofday, a time daemon's or
+	// a VM agent's step, a leap second). A slew moves both clocks alike,
+	// so only a step parts them. The harness times every promise on its
+	// monotonic clock, while Redis, PostgreSQL and MariaDB expire a key or
+	// a row on their wall clocks, so a step forward ends their leases early
+	// against the promises: a lock that keeps its word looks as if it
+	// broke it. A window is noted only once the clocks are WallNoise apart
+	// (they read the same counter, so a machine whose clock nobody sets
+	// notes none).
 	Wall Kind = "wall"
 	// Fault is how much longer a fault's own work took than the schedule
 	// planned: a restart's time to ready, which a story's schedule
@@ -138,7 +139,12 @@ func (o Options) withDefaults() Options {
 		start, ok := together()
 		o.Drift = func() time.Duration {
 			now, read := together()
-			if !ok || !read {
+			switch {
+			case !read:
+				return 0
+			case !ok:
+				// The start is the first read taken together.
+				start, ok = now, true
 				return 0
 			}
 			// Round(0) strips the monotonic reading: wall minus monotonic.

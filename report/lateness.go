@@ -84,6 +84,9 @@ func measure(samples []lateness.Sample, faults []Fault) measured {
 	m := measured{windows: map[lateness.Kind]plotter.XYs{}, ymax: latenessFloor}
 	for _, s := range samples {
 		x := float64(s.At) / 1e9
+		if s.Kind == lateness.Wall {
+			continue // a clock's step, not lateness: the summary line says it
+		}
 		m.xmax, m.ymax = math.Max(m.xmax, x), math.Max(m.ymax, lateMs(s.Late))
 		if s.Kind.FromHistory() {
 			m.overruns = append(m.overruns, s)
@@ -306,6 +309,9 @@ func latenessLine(r *engine.Result) string {
 	server := ""
 	if _, ok := worst[lateness.Server]; ok {
 		server = fmt.Sprintf(", server %s", r.Limits.Server)
+	}
+	if _, ok := worst[lateness.Wall]; ok {
+		server += fmt.Sprintf(", wall clock %s", r.Limits.Wall)
 	}
 	line := strings.Join(parts, ", ")
 	switch lim := r.Limits; {

@@ -9,8 +9,9 @@
 # (testbin/STAMP under $LOCKTORTURE_CACHE, else ~/.cache/locktorture), as
 # Go keeps its build cache, so a second clone of the same tree links
 # nothing either; .testbin is a link to them. Any edit, new file or
-# removed one links them all again, and the two stamps used last are
-# kept. Without git, it links into .testbin itself, every time.
+# removed one links them all again; the two stamps used last are kept,
+# and any used in the last two hours. Without git, it links into .testbin
+# itself, every time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,7 +22,7 @@ stamp() {
     go version
     go env GOOS GOARCH GOAMD64 GOFLAGS GOEXPERIMENT GOWORK CGO_ENABLED
     git ls-files -z --cached --others --exclude-standard |
-      while IFS= read -r -d '' f; do [ -f "$f" ] && printf '%s\0' "$f"; done |
+      while IFS= read -r -d '' f; do [ -f "$f" ] || continue; printf '%s\0' "$f"; done |
       xargs -0 -r sha256sum
   } | sha256sum | cut -d' ' -f1
 }
@@ -41,6 +42,7 @@ if [ -z "$want" ]; then
 else
   cache=${LOCKTORTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/locktorture}/testbin
   mkdir -p "$cache"
+  cache=$(cd "$cache" && pwd)
   if [ -f "$cache/$want/linked" ]; then
     echo "build: these sources were linked before ($cache/$want); nothing to link"
   else
@@ -51,11 +53,15 @@ else
     link "$tmp"
     touch "$tmp/linked"
     mv -T "$tmp" "$cache/$want" 2>/dev/null || rm -rf "$tmp"
+    [ -f "$cache/$want/linked" ] || { echo "build: $cache/$want is not whole: remove it and build again" >&2; exit 1; }
   fi
   touch "$cache/$want"
   ln -s "$cache/$want" .testbin
-  # The two stamps used last stay (about 600 MB each); older ones go.
-  ls -1dt "$cache"/*/ | tail -n +3 | xargs -r rm -rf
+  # The two stamps used last stay (about 600 MB each), and any used in the
+  # last two hours (a make test of another tree may still be running its
+  # binaries); older ones go, and links a killed build left.
+  find "$cache" -mindepth 1 -maxdepth 1 -type d -printf '%T@ %p\0' | sort -zrn | tail -zn +3 | cut -zd' ' -f2- |
+    while IFS= read -r -d '' old; do [ -n "$(find "$old" -maxdepth 0 -mmin +120)" ] && rm -rf "$old"; done || true
 fi
 # go run keeps what it links: the matrix's command is linked here, once.
 go run ./cmd/run -list >/dev/null
