@@ -24,36 +24,40 @@ func fakeCPU(shares ...float64) func() (cpuTimes, error) {
 	}
 }
 
-func TestQuietWaitsForAQuietWindow(t *testing.T) {
-	var said []string
-	logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
-	q := quietness{window: time.Millisecond, limit: time.Hour, busy: 0.2, read: fakeCPU(0.9, 0.5, 0.5, 0.1)}
-	if _, err := q.await(context.Background(), logf); err != nil {
-		t.Fatal(err)
-	}
-	if len(said) != 1 || !strings.Contains(said[0], "quietened") || !strings.Contains(said[0], "10% of its cores") {
-		t.Errorf("said %q, want one line that the machine quietened at 10%%", said)
-	}
-}
-
-func TestQuietRunsAnywayAfterItsLimit(t *testing.T) {
-	var said []string
-	logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
-	q := quietness{window: time.Millisecond, limit: 20 * time.Millisecond, busy: 0.2, read: fakeCPU(1)}
-	if _, err := q.await(context.Background(), logf); err != nil {
-		t.Fatal(err)
-	}
-	if len(said) != 1 || !strings.Contains(said[0], "stayed busy") || !strings.Contains(said[0], "running anyway") {
-		t.Errorf("said %q, want one line that it runs anyway", said)
-	}
-}
-
-func TestQuietSaysNothingOnAQuietMachine(t *testing.T) {
-	var said []string
-	logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
-	q := quietness{window: time.Millisecond, limit: time.Hour, busy: 0.2, read: fakeCPU(0.05)}
-	if _, err := q.await(context.Background(), logf); err != nil || len(said) != 0 {
-		t.Errorf("await: %v, said %q; want nil and nothing", err, said)
+// What await says: that the machine quietened, after a busy window; that
+// it runs anyway, once its limit has passed; nothing, on a quiet machine.
+func TestQuietSaysWhatItWaitedFor(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		limit  time.Duration
+		shares []float64
+		want   []string // in the one line it says; nil: no line
+	}{
+		{"busy, then quiet", time.Hour, []float64{0.9, 0.5, 0.5, 0.1}, []string{"quietened", "10% of its cores"}},
+		{"busy past its limit", 20 * time.Millisecond, []float64{1}, []string{"stayed busy", "running anyway"}},
+		{"quiet from the start", time.Hour, []float64{0.05}, nil},
+	} {
+		var said []string
+		logf := func(f string, a ...any) { said = append(said, fmt.Sprintf(f, a...)) }
+		q := quietness{window: time.Millisecond, limit: c.limit, busy: 0.2, read: fakeCPU(c.shares...)}
+		if _, err := q.await(context.Background(), logf); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if c.want == nil {
+			if len(said) != 0 {
+				t.Errorf("%s: said %q, want nothing", c.name, said)
+			}
+			continue
+		}
+		if len(said) != 1 {
+			t.Errorf("%s: said %q, want one line", c.name, said)
+			continue
+		}
+		for _, w := range c.want {
+			if !strings.Contains(said[0], w) {
+				t.Errorf("%s: said %q, want %q in it", c.name, said[0], w)
+			}
+		}
 	}
 }
 
