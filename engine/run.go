@@ -42,11 +42,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.enterRoom(ctx); err != nil {
 		return nil, err
 	}
-	if o.Alone {
-		if r.quiet, err = machineQuiet().await(ctx, r.logf); err != nil {
-			return nil, roomErr(err)
-		}
-	}
 	// From here on a failed run returns what it recorded so far (nil only
 	// when its directory could not be made).
 	if err := r.createRecorder(); err != nil {
@@ -84,9 +79,6 @@ type runner struct {
 	// servers, so the run's exit leaves them running.
 	poolKey string
 	parked  bool
-	// quiet is how long the run, holding the room, waited for quiet
-	// cores before it began (Options.Alone): seats held, counted in Held.
-	quiet time.Duration
 
 	res   *Result
 	rec   *history.Recorder
@@ -139,18 +131,26 @@ func (r *runner) logf(format string, a ...any) {
 }
 
 // enterRoom takes the run's seats in the machine's room (all of them for
-// a run alone) and gives them up when the run ends.
+// a run alone) and gives them up when the run ends. A run told to be
+// alone (Options.Alone) then waits for quiet cores, its seats held and
+// counted in Held.
 func (r *runner) enterRoom(ctx context.Context) error {
 	leave, err := machineRoom().enter(ctx, r.seats, r.logf)
 	if err != nil {
 		return err
 	}
+	var quiet time.Duration
 	r.onExit(func() {
 		leave()
 		if r.res != nil {
-			r.res.Held = time.Since(r.res.Started) + r.quiet
+			r.res.Held = time.Since(r.res.Started) + quiet
 		}
 	})
+	if r.o.Alone {
+		if quiet, err = machineQuiet().await(ctx, r.logf); err != nil {
+			return roomErr(err)
+		}
+	}
 	return nil
 }
 

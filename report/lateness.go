@@ -306,21 +306,22 @@ func latenessLine(r *engine.Result) string {
 			parts = append(parts, fmt.Sprintf(k.say, "–"))
 		}
 	}
-	server := ""
+	// The limits of the kinds measured only in some runs.
+	optional := ""
 	if _, ok := worst[lateness.Server]; ok {
-		server = fmt.Sprintf(", server %s", r.Limits.Server)
+		optional = fmt.Sprintf(", server %s", r.Limits.Server)
 	}
 	if _, ok := worst[lateness.Wall]; ok {
-		server += fmt.Sprintf(", wall clock %s", r.Limits.Wall)
+		optional += fmt.Sprintf(", wall clock %s", r.Limits.Wall)
 	}
 	line := strings.Join(parts, ", ")
 	switch lim := r.Limits; {
 	case lim == lateness.Limits{}:
 		// Not judged: no limits to show.
 	case lim.Reply != lim.Timer:
-		line += fmt.Sprintf(" (limits: timers %s, replies %s%s, pauses %s, restarts/saves %s)", lim.Timer, lim.Reply, server, lim.Pause, lim.Fault)
+		line += fmt.Sprintf(" (limits: timers %s, replies %s%s, pauses %s, restarts/saves %s)", lim.Timer, lim.Reply, optional, lim.Pause, lim.Fault)
 	default:
-		line += fmt.Sprintf(" (limits: %s%s, pauses %s, restarts/saves %s)", lim.Timer, server, lim.Pause, lim.Fault)
+		line += fmt.Sprintf(" (limits: %s%s, pauses %s, restarts/saves %s)", lim.Timer, optional, lim.Pause, lim.Fault)
 	}
 	return line
 }
