@@ -35,8 +35,9 @@ run: setup
 #   worth of CPU;
 # - the unit tests and the matrix side by side: they only run stories and
 #   checkers now, and the room gives each story its seats and a timing-
-#   sensitive one the machine. Each job's output is printed whole when it
-#   ends;
+#   sensitive one the machine; once the matrix is done, the unit tests
+#   take its share of the cores. Each job's output is printed whole when
+#   it ends;
 # - where a Docker engine answers, a subset of the stories on containers
 #   (docker-matrix), alone: a container's restart is the slowest fault.
 # Every run measures how late the harness itself ran and says starved,
@@ -47,7 +48,9 @@ test:
 	@./scripts/step.sh "setup and tools" $(MAKE) --no-print-directory -j2 --output-sync=target setup tools
 	@./scripts/step.sh build $(MAKE) --no-print-directory build
 	@./scripts/step.sh lint $(MAKE) --no-print-directory lint
+	@rm -f $(MATRIX_DONE)
 	@./scripts/step.sh "unit and matrix" $(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
+	@rm -f $(MATRIX_DONE)
 	@./scripts/step.sh docker-matrix $(MAKE) --no-print-directory docker-matrix
 
 # Compiles and links every test binary of both modules into .testbin
@@ -62,7 +65,11 @@ build:
 # test's lines and a closing count). go test -count=1 ./... runs the same
 # tests, linking as it goes.
 unit:
-	./scripts/unit.sh
+	MATRIX_DONE=$(MATRIX_DONE) ./scripts/unit.sh
+
+# The file the matrix leaves when its lane is done, so that the unit lane
+# beside it in make test takes its seats (scripts/unit.sh).
+MATRIX_DONE = .matrix-done
 
 # Every story for every Redis lock written in Go (this repository's own,
 # redsync, redislock) and for redis-py, then the lock services (ZooKeeper,
@@ -103,6 +110,7 @@ BEYOND_REDIS = all/redis-py, \
 matrix:
 	go run ./cmd/run -scenario all -service redis -language Go -out results
 	go run ./cmd/run -pairs '$(BEYOND_REDIS)' -out results/services-and-libraries
+	@touch $(MATRIX_DONE)
 
 # The docker backend on the stories that need a node's fault most (a frozen
 # holder, a failover, a RedLock node's clock and its crash), for the

@@ -2,9 +2,11 @@
 # Runs every test of both modules from the binaries `make build` linked
 # into .testbin: go test links a package's test binary again on every run,
 # and a link beside a story whose verdict rests on timing is load that the
-# machine-wide room does not count. Two packages at a time, the longest
-# first (below), each in its package's directory, with go test's lines
-# ("ok", "FAIL" and a failing package's whole output) and a closing count. Exit 1 if any package failed.
+# machine-wide room does not count. Two packages at a time, four once the
+# matrix beside them is done, the longest first (below), each in its
+# package's directory, with go test's lines ("ok", "FAIL" and a failing
+# package's whole output) and a closing count. Exit 1 if any package
+# failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -41,17 +43,43 @@ export -f one
 export logs
 
 { packages . .testbin/main && packages examples/joblock .testbin/joblock; } >"$logs/list" || exit 1
-# The longest packages start first, by the times the last run took
-# (.unit-times; a package not timed yet goes first), so no long one
-# starts last and runs on alone. Two at a time: a third lane, and the
-# small matrices beside the Redis one, made make test no shorter (542 s
-# for the step against 535 s): the room's seats, not the lanes, are full.
-times=.unit-times
+# The longest packages start first, by the times the last run on this
+# machine took (kept in the harness's cache, so a fresh clone has them),
+# so no long one starts last and runs on alone. A package not timed yet
+# goes first; where none is (a machine's first run), the ones below, the
+# longest of a make test from nothing, longest first, lead the rest.
+cache=${LOCKTORTURE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/locktorture}
+mkdir -p "$cache"
+times=$cache/unit-times
 touch "$times"
-awk -v times="$times" 'FILENAME == times { t[$1] = $2; next } { print (($1 in t) ? t[$1] : 999999999), $0 }' "$times" "$logs/list" |
+first="locks/library engine locktest internal/mutants cluster docker cmd/run nemesis"
+awk -v times="$times" -v first="$first" '
+  BEGIN { n = split(first, f, " "); for (i = 1; i <= n; i++) lead["github.com/locktorture/locktorture/" f[i]] = n - i + 1 }
+  FILENAME == times { t[$1] = $2; next }
+  { print (($1 in t) ? t[$1] : 1000000000 + lead[$1]), $0 }' "$times" "$logs/list" |
   sort -s -k1,1nr | cut -d' ' -f2- >"$logs/ordered"
-xargs -P 2 -L 1 bash -c 'one "$@"' _ <"$logs/ordered"
-cat "$logs"/*.ms 2>/dev/null >"$times.new" && mv "$times.new" "$times"
+# Two at a time beside the matrix: a third lane, or the library's cases in
+# parallel, took CPU the matrix's stories needed and made the step longer.
+# Once the matrix's lane ends (make test's matrix target leaves the file
+# $MATRIX_DONE), the unit lane runs alone on a machine its packages, which
+# mostly wait on servers and leases, leave four fifths idle: xargs takes
+# two more at a time (GNU xargs widens by one on each SIGUSR1).
+xargs -P 2 -L 1 bash -c 'one "$@"' _ <"$logs/ordered" &
+lanes=$!
+if [ -n "${MATRIX_DONE:-}" ]; then
+  (
+    while [ ! -e "$MATRIX_DONE" ]; do
+      kill -0 "$lanes" 2>/dev/null || exit 0
+      sleep 1
+    done
+    kill -USR1 "$lanes" && kill -USR1 "$lanes" &&
+      echo "unit: the matrix is done: four packages at a time from $(date +%T)"
+  ) 2>/dev/null &
+  widen=$!
+fi
+wait "$lanes"
+[ -z "${widen:-}" ] || kill "$widen" 2>/dev/null
+cat "$logs"/*.ms 2>/dev/null >"$times.$$" && mv "$times.$$" "$times"
 total=$(wc -l <"$logs/list")
 failed=$(find "$logs" -name 'failed.*' | wc -l)
 echo "unit: $((total - failed)) passed, $failed failed"
