@@ -48,9 +48,9 @@ test:
 	@./scripts/step.sh "setup and tools" $(MAKE) --no-print-directory -j2 --output-sync=target setup tools
 	@./scripts/step.sh build $(MAKE) --no-print-directory build
 	@./scripts/step.sh lint $(MAKE) --no-print-directory lint
-	@rm -f $(MATRIX_DONE)
-	@./scripts/step.sh "unit and matrix" $(MAKE) --no-print-directory -j2 --output-sync=target unit matrix
-	@rm -f $(MATRIX_DONE)
+	@rm -f .matrix-done
+	@./scripts/step.sh "unit and matrix" $(MAKE) --no-print-directory -j2 --output-sync=target unit matrix MATRIX_DONE=.matrix-done
+	@rm -f .matrix-done
 	@./scripts/step.sh docker-matrix $(MAKE) --no-print-directory docker-matrix
 
 # Compiles and links every test binary of both modules into .testbin
@@ -67,9 +67,9 @@ build:
 unit:
 	MATRIX_DONE=$(MATRIX_DONE) ./scripts/unit.sh
 
-# The file the matrix leaves when its lane is done, so that the unit lane
-# beside it in make test takes its seats (scripts/unit.sh).
-MATRIX_DONE = .matrix-done
+# Set by make test only: the file the matrix leaves when it ends, pass or
+# fail, so that the unit lane beside it takes its cores (scripts/unit.sh).
+MATRIX_DONE =
 
 # Every story for every Redis lock written in Go (this repository's own,
 # redsync, redislock) and for redis-py, then the lock services (ZooKeeper,
@@ -108,9 +108,9 @@ BEYOND_REDIS = all/redis-py, \
 	paused-holder/symfony-redlock3, paused-holder/symfony-redlock5, \
 	redlock-paused-replies/php-lock-redlock
 matrix:
-	go run ./cmd/run -scenario all -service redis -language Go -out results
+	@trap '[ -z "$(MATRIX_DONE)" ] || touch "$(MATRIX_DONE)"' EXIT; set -x; \
+	go run ./cmd/run -scenario all -service redis -language Go -out results && \
 	go run ./cmd/run -pairs '$(BEYOND_REDIS)' -out results/services-and-libraries
-	@touch $(MATRIX_DONE)
 
 # The docker backend on the stories that need a node's fault most (a frozen
 # holder, a failover, a RedLock node's clock and its crash), for the

@@ -60,27 +60,41 @@ awk -v times="$times" -v first="$first" '
   sort -s -k1,1nr | cut -d' ' -f2- >"$logs/ordered"
 # Two at a time beside the matrix: a third lane, or the library's cases in
 # parallel, took CPU the matrix's stories needed and made the step longer.
-# Once the matrix's lane ends (make test's matrix target leaves the file
-# $MATRIX_DONE), the unit lane runs alone on a machine its packages, which
-# mostly wait on servers and leases, leave four fifths idle: xargs takes
-# two more at a time (GNU xargs widens by one on each SIGUSR1).
-xargs -P 2 -L 1 bash -c 'one "$@"' _ <"$logs/ordered" &
+# Once the matrix's lane ends (make test's matrix target then leaves the
+# file $MATRIX_DONE), the unit lane runs alone on a machine its packages,
+# which mostly wait on servers and leases, leave four fifths idle: xargs
+# takes two more at a time (GNU xargs widens by one on each SIGUSR1; a
+# second signal sent before the first is taken would be lost, hence the
+# pause between them). xargs runs in the background so that it can be
+# signalled; a script's background job ignores SIGINT and SIGQUIT, and so
+# would the test binaries it starts, so env puts them back (Ctrl-C ends
+# them all, as it did xargs in the foreground).
+env --default-signal=INT,QUIT xargs -P 2 -L 1 bash -c 'one "$@"' _ <"$logs/ordered" &
 lanes=$!
 if [ -n "${MATRIX_DONE:-}" ]; then
   (
+    # xargs handles SIGUSR1 only once it runs: a signal before that
+    # would end it.
+    sleep 1
     while [ ! -e "$MATRIX_DONE" ]; do
       kill -0 "$lanes" 2>/dev/null || exit 0
       sleep 1
     done
-    kill -USR1 "$lanes" && kill -USR1 "$lanes" &&
+    kill -USR1 "$lanes" && sleep 0.5 && kill -USR1 "$lanes" &&
       echo "unit: the matrix is done: four packages at a time from $(date +%T)"
   ) 2>/dev/null &
   widen=$!
 fi
 wait "$lanes"
+lanes_rc=$?
 [ -z "${widen:-}" ] || kill "$widen" 2>/dev/null
-cat "$logs"/*.ms 2>/dev/null >"$times.$$" && mv "$times.$$" "$times"
+{ cat "$logs"/*.ms >"$times.$$" && mv "$times.$$" "$times"; } 2>/dev/null || rm -f "$times.$$"
 total=$(wc -l <"$logs/list")
+ran=$(find "$logs" -name '*.ms' | wc -l)
 failed=$(find "$logs" -name 'failed.*' | wc -l)
+if [ "$lanes_rc" -ne 0 ] || [ "$ran" -ne "$total" ]; then
+  echo "unit: xargs ended with status $lanes_rc after $ran of $total packages" >&2
+  exit 1
+fi
 echo "unit: $((total - failed)) passed, $failed failed"
 [ "$failed" -eq 0 ]
