@@ -108,7 +108,7 @@ BEYOND_REDIS = all/redis-py, \
 	paused-holder/symfony-redlock3, paused-holder/symfony-redlock5, \
 	redlock-paused-replies/php-lock-redlock
 matrix:
-	@trap '[ -z "$(MATRIX_DONE)" ] || touch "$(MATRIX_DONE)"' EXIT; set -x; \
+	@trap 'set +x; [ -z "$(MATRIX_DONE)" ] || touch "$(MATRIX_DONE)"' EXIT; set -x; \
 	go run ./cmd/run -scenario all -service redis -language Go -out results && \
 	go run ./cmd/run -pairs '$(BEYOND_REDIS)' -out results/services-and-libraries
 
