@@ -220,8 +220,8 @@ func Share(samples []Sample, lim Limits) float64 {
 	worst := 0.0
 	for _, s := range samples {
 		l := lim.Of(s.Kind)
-		if s.Kind == Worker || s.Kind == Wall || l <= 0 {
-			continue // a wall clock's move is no load on the machine
+		if s.Kind == Worker || !s.Kind.Load() || l <= 0 {
+			continue
 		}
 		worst = max(worst, float64(s.Late)/float64(l))
 	}

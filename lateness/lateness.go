@@ -70,6 +70,12 @@ const (
 // window: what a judge reads again and a chart draws as named points.
 func (k Kind) FromHistory() bool { return k == Pause || k == Fault }
 
+// Load says whether samples of k measure how late something ran, and so
+// how loaded the machine is: every kind but Wall, a clock's step, which
+// starves a run but says nothing of its load (a matrix does not narrow
+// by it, a chart of lateness does not draw it).
+func (k Kind) Load() bool { return k != Wall }
+
 // Sample is the worst lateness of one kind in one window of the run (for
 // Pause and Fault, one fault).
 type Sample struct {
