@@ -111,7 +111,8 @@ type Op struct {
 func Int64(v int64) *int64 { return &v }
 
 // Recorder hands out op indexes and timestamps, keeps the history in memory
-// for the checkers and appends every op to a JSONL file at once.
+// for the checkers and appends every op to a JSONL file as it happens,
+// through a spool: a client never waits on the disk.
 type Recorder struct {
 	mu    sync.Mutex
 	start time.Time
@@ -132,9 +133,8 @@ type Recorder struct {
 	// grants is, by key tried, when an acquire of it last succeeded (0:
 	// never yet) (Grants).
 	grants  map[string]int64
-	out     io.Writer
+	spool   *spool // nil: memory only
 	file    *os.File
-	werr    error
 	nextPID int
 	// nemesis is the latest completed nemesis action in words, kept as
 	// ops are added so that Summary, polled while clients run, costs
@@ -147,7 +147,11 @@ type Recorder struct {
 // firstFreeProcess is the first id NewProcess hands out, so initial clients
 // can take 0..n-1.
 func NewRecorder(w io.Writer, firstFreeProcess int) *Recorder {
-	return &Recorder{start: time.Now(), out: w, nextPID: firstFreeProcess, deadlines: map[int]int64{}, grants: map[string]int64{}}
+	r := &Recorder{start: time.Now(), nextPID: firstFreeProcess, deadlines: map[int]int64{}, grants: map[string]int64{}}
+	if w != nil {
+		r.spool = newSpool(w)
+	}
+	return r
 }
 
 // Forget stops keeping ops in memory: they go to the file only, Ops
@@ -185,7 +189,8 @@ func (r *Recorder) NewProcess() int {
 }
 
 // Add stamps op with the next index and the current time, records it and
-// writes it to disk before returning, so a crash right after loses nothing.
+// queues it for the file: Close writes whatever is still queued, so a run
+// that fails midway loses nothing it recorded.
 func (r *Recorder) Add(op Op) Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -222,12 +227,10 @@ func (r *Recorder) Add(op Op) Op {
 			r.nemesis += " " + op.Value.Target
 		}
 	}
-	if r.out != nil && r.werr == nil {
-		line, err := json.Marshal(op)
-		if err == nil {
-			_, err = r.out.Write(append(line, '\n'))
-		}
-		r.werr = err
+	if r.spool != nil {
+		// An Op always marshals: it holds strings, numbers and maps of them.
+		line, _ := json.Marshal(op)
+		r.spool.add(append(line, '\n'))
 	}
 	return op
 }
@@ -307,12 +310,16 @@ func (r *Recorder) Ops() []Op {
 	return append([]Op(nil), r.ops...)
 }
 
-// Close flushes and closes the file, if Create opened one, and reports the
-// first write error, if any.
+// Close writes what is still queued, closes the file, if Create opened
+// one, and reports the first write error, if any. Nothing recorded after
+// it is written.
 func (r *Recorder) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	err := r.werr
+	var err error
+	if r.spool != nil {
+		err = r.spool.close()
+	}
 	if r.file != nil {
 		if cerr := r.file.Close(); err == nil {
 			err = cerr

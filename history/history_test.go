@@ -9,26 +9,87 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-func TestRecorderStreamsEveryOpAsItHappens(t *testing.T) {
-	var buf bytes.Buffer
-	r := NewRecorder(&buf, 2)
-	inv := r.Invoke(0, Acquire, "L", nil)
-	if n := strings.Count(buf.String(), "\n"); n != 1 {
-		t.Fatalf("invoke not on disk at once: %d lines", n)
+// held is a writer that takes nothing until it is let go, as a disk the
+// kernel throttles: every Write waits on release.
+type held struct {
+	release chan struct{}
+	mu      sync.Mutex
+	buf     bytes.Buffer
+}
+
+func (h *held) Write(b []byte) (int, error) {
+	<-h.release
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.buf.Write(b)
+}
+
+// A client records its ops while the file's writer is stuck: recording
+// never waits on the disk. Close then writes every op, in order.
+func TestRecordingNeverWaitsOnTheFile(t *testing.T) {
+	h := &held{release: make(chan struct{})}
+	r := NewRecorder(h, 2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 0; i < 100; i++ {
+			r.Complete(r.Invoke(i%2, Acquire, "L", nil), OK, &Value{Token: "t", Fence: int64(i + 1)}, nil)
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("recording waited on a stuck writer")
 	}
-	r.Complete(inv, OK, &Value{Token: "t", Fence: 3}, nil)
-	ops, err := Load(&buf)
+	close(h.release)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops, err := Load(&h.buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ops) != 2 || ops[1].Type != OK || ops[1].Value.Fence != 3 || ops[1].Index != 1 || ops[1].Time < ops[0].Time {
-		t.Fatalf("round trip lost something: %+v", ops)
+	if len(ops) != 200 {
+		t.Fatalf("%d ops on disk after Close, want 200", len(ops))
+	}
+	for i, op := range ops {
+		if op.Index != int64(i) || (i > 0 && op.Time < ops[i-1].Time) {
+			t.Fatalf("op %d on disk out of order: %+v", i, op)
+		}
+	}
+	if ops[199].Type != OK || ops[199].Value.Fence != 100 {
+		t.Fatalf("round trip lost something: %+v", ops[199])
 	}
 	if p := r.NewProcess(); p != 2 {
 		t.Fatalf("first new process = %d, want 2", p)
 	}
+}
+
+// A writer that fails is reported by Close, and is not written again.
+func TestCloseReportsTheFirstWriteError(t *testing.T) {
+	w := &failing{}
+	r := NewRecorder(w, 0)
+	r.Invoke(0, Acquire, "L", nil)
+	r.Invoke(1, Acquire, "L", nil)
+	if err := r.Close(); err == nil || err.Error() != "disk full" {
+		t.Fatalf("Close = %v, want disk full", err)
+	}
+	if w.calls == 0 {
+		t.Fatal("nothing was written")
+	}
+}
+
+type failing struct{ calls int }
+
+func (f *failing) Write([]byte) (int, error) {
+	f.calls++
+	if f.calls > 1 {
+		panic("written again after an error")
+	}
+	return 0, errors.New("disk full")
 }
 
 // Attempts counts what a story's traffic floor counts: acquires
@@ -242,6 +303,9 @@ func TestSiteRoundTrip(t *testing.T) {
 	r.Add(Op{Process: NemesisProcess, Type: OK, F: "pause", Value: &Value{Target: "process 7 at …", Site: at}})
 	cut := &Site{Cut: map[string][]string{"c0": {"n4", "n5"}}}
 	r.Add(Op{Process: NemesisProcess, Type: OK, F: "partition-start", Value: &Value{Site: cut}})
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
 	line := strings.SplitN(buf.String(), "\n", 2)[0]
 	if want := `"site":{"client":0,"process":7,"command":"get","reply":true,"in":"release"}`; !strings.Contains(line, want) {
 		t.Fatalf("site on disk: %s, want %s", line, want)
