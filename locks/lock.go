@@ -68,6 +68,19 @@ type Lock interface {
 	Release(ctx context.Context, lease Lease) error
 }
 
+// Preparer is a Lock with one-off work to do before its first acquire: a
+// session to open, a table to create. The harness calls Prepare once for
+// each client's first handle, before anything times the story, so that
+// this work, slow on a loaded machine (a table is files the server
+// creates and syncs), takes nothing from a story's time or its liveness
+// allowance. A Lock must not rely on it: a handle nobody prepared (a
+// client's process after a crash) does the same work in its first
+// acquire. Prepare tries again until ctx ends, and returns the last error
+// then.
+type Preparer interface {
+	Prepare(ctx context.Context) error
+}
+
 // Errors a Lock returns; test them with errors.Is.
 var (
 	ErrNotAcquired = errors.New("lock taken: not acquired within the wait")

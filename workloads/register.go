@@ -139,6 +139,8 @@ func Open(rec *history.Recorder, o Options) (*Clients, error) {
 			defer opened.Done()
 			if err := c.ws[i].open(); err != nil {
 				openErrs <- err
+			} else if err := c.ws[i].prepare(); err != nil {
+				openErrs <- err
 			}
 		}()
 	}
@@ -251,6 +253,26 @@ func (w *worker) open() error {
 		return fmt.Errorf("process %d: %w", w.process, err)
 	}
 	w.p = p
+	return nil
+}
+
+// prepareTimeout bounds a first process's Prepare: a first session and
+// its tables on a loaded machine take seconds at worst; a server that
+// has not answered by then is not up.
+const prepareTimeout = 20 * time.Second
+
+// prepare does the lock's one-off work, where it has any
+// (locks.Preparer), before the story starts.
+func (w *worker) prepare() error {
+	p, ok := w.p.Lock.(locks.Preparer)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), prepareTimeout)
+	defer cancel()
+	if err := p.Prepare(ctx); err != nil {
+		return fmt.Errorf("process %d: prepare the lock: %w", w.process, err)
+	}
 	return nil
 }
 

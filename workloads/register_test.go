@@ -172,3 +172,60 @@ func openProcess(lock, store *cluster.Node, name string, cfg locks.Config, hook 
 	l, err := locks.New(name, cfg)
 	return workloads.Process{Lock: l, Store: workloads.NewStore(sc), Close: func() { lc.Close(); sc.Close() }}, err
 }
+
+// preparing is a lock with one-off work (locks.Preparer) that counts its
+// Prepare calls and answers each with err; it is never acquired.
+type preparing struct {
+	locks.Lock
+	calls *atomic.Int32
+	err   error
+}
+
+func (p preparing) Prepare(ctx context.Context) error {
+	p.calls.Add(1)
+	if _, ok := ctx.Deadline(); !ok {
+		return errors.New("a Prepare with no deadline")
+	}
+	return p.err
+}
+
+// Open prepares every client's first process's lock before it returns, so
+// the lock's one-off work is done before anything times the story; a
+// Prepare that fails fails Open with the process and the lock's error.
+func TestOpenPreparesEachClientsLock(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"prepared", nil, ""},
+		{"refused", errors.New("no table"), "process 0: prepare the lock: no table"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var calls atomic.Int32
+			closed := 0
+			o := workloads.Options{}
+			for range 3 {
+				o.Clients = append(o.Clients, workloads.Client{Clock: locks.SystemClock{},
+					Open: func(int) (workloads.Process, error) {
+						return workloads.Process{Lock: preparing{calls: &calls, err: tc.err}, Close: func() { closed++ }}, nil
+					}})
+			}
+			o.Clients[1].Open = func(int) (workloads.Process, error) {
+				return workloads.Process{Lock: preparing{calls: &calls}, Close: func() { closed++ }}, nil
+			}
+			_, err := workloads.Open(history.NewRecorder(nil, 3), o)
+			if n := calls.Load(); n != 3 {
+				t.Errorf("%d Prepare calls for 3 clients", n)
+			}
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), "prepare the lock: no table")):
+				t.Fatalf("Open = %v, want %q", err, tc.want)
+			case tc.want != "" && closed != 3:
+				t.Fatalf("%d of 3 processes closed after a failed Prepare", closed)
+			}
+		})
+	}
+}

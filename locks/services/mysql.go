@@ -236,12 +236,14 @@ const (
 )
 
 // ensure runs create once per client, before its first lock: CREATE ...
-// IF NOT EXISTS lets every client race to it.
-func (m *mysqlConn) ensure(ctx context.Context, c *sql.Conn, done *bool, create ...string) error {
+// IF NOT EXISTS lets every client race to it. wait is how long a
+// statement may wait on the server: for the table's metadata lock, held
+// by another client's CREATE, and for the files a CREATE makes.
+func (m *mysqlConn) ensure(ctx context.Context, c *sql.Conn, done *bool, wait time.Duration, create ...string) error {
 	if *done {
 		return nil
 	}
-	qctx, cancel := m.bound(ctx, 0)
+	qctx, cancel := m.bound(ctx, wait)
 	defer cancel()
 	for _, s := range create {
 		if _, err := c.ExecContext(qctx, s); err != nil {
@@ -253,6 +255,41 @@ func (m *mysqlConn) ensure(ctx context.Context, c *sql.Conn, done *bool, create 
 	return nil
 }
 
+// ddlWait is how long a Prepare's CREATE may wait on the server. A
+// CREATE the client gives up on runs on in the server, holding the
+// table's metadata lock, so the next client's waits behind it: bounded
+// by the margin of a request that waits for nothing, five clients' first
+// CREATEs on a loaded machine gave up on one another for longer than a
+// story's liveness allowance.
+const ddlWait = 5 * time.Second
+
+// prepare opens the session and creates the tables, trying again until
+// ctx ends (locks.Preparer).
+func (m *mysqlConn) prepare(ctx context.Context, done *bool, create ...string) error {
+	for {
+		c, err := m.session(ctx)
+		if err == nil {
+			if err = m.ensure(ctx, c, done, ddlWait, create...); err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (the last try: %v)", ctx.Err(), err)
+		case <-time.After(prepareRetry):
+		}
+	}
+}
+
+// prepareRetry is how long a Prepare waits between tries.
+const prepareRetry = 50 * time.Millisecond
+
+// Prepare opens the session and creates the lock table before the first
+// acquire (locks.Preparer).
+func (l *mysqlRow) Prepare(ctx context.Context) error {
+	return l.prepare(ctx, &l.table, createLockRows)
+}
+
 // Acquire INSERTs the row (autocommit): a duplicate key is someone else's
 // row, tried again until the wait runs out.
 func (l *mysqlRow) Acquire(ctx context.Context, key string) (locks.Lease, error) {
@@ -262,7 +299,7 @@ func (l *mysqlRow) Acquire(ctx context.Context, key string) (locks.Lease, error)
 			// No session: nothing was asked, nothing is held.
 			return locks.Lease{}, false, nil
 		}
-		if err := l.ensure(ctx, c, &l.table, createLockRows); err != nil {
+		if err := l.ensure(ctx, c, &l.table, 0, createLockRows); err != nil {
 			return locks.Lease{}, false, nil
 		}
 		token := newToken()
@@ -424,6 +461,24 @@ func (l *mysqlForUpdate) rollback(ctx context.Context, c *sql.Conn) error {
 	return err
 }
 
+// tables are the CREATEs of the lock's tables.
+func (l *mysqlForUpdate) tables() []string {
+	if l.fenced {
+		return []string{createForUpdateRows, createFences}
+	}
+	return []string{createForUpdateRows}
+}
+
+// Prepare opens the session, and the fenced form's second one, and
+// creates the tables before the first acquire (locks.Preparer).
+func (l *mysqlForUpdate) Prepare(ctx context.Context) error {
+	if err := l.prepare(ctx, &l.ready, l.tables()...); err != nil || !l.fenced {
+		return err
+	}
+	var none bool // a session with no tables of its own
+	return l.fence.prepare(ctx, &none)
+}
+
 func (l *mysqlForUpdate) Acquire(ctx context.Context, key string) (locks.Lease, error) {
 	if l.conn == nil {
 		// The session that had a transaction open is gone, and its
@@ -439,12 +494,8 @@ func (l *mysqlForUpdate) Acquire(ctx context.Context, key string) (locks.Lease, 
 		if err != nil {
 			return locks.Lease{}, false, nil
 		}
-		create := []string{createForUpdateRows}
-		if l.fenced {
-			create = append(create, createFences)
-		}
 		// DDL commits any open transaction: it runs before BEGIN.
-		if err := l.ensure(ctx, c, &l.ready, create...); err != nil {
+		if err := l.ensure(ctx, c, &l.ready, 0, l.tables()...); err != nil {
 			return locks.Lease{}, false, nil
 		}
 		if err := l.row(ctx, c, key); err != nil {
@@ -582,6 +633,12 @@ func (l *mysqlForUpdate) Close() error {
 // if the lock is another session's, NULL if nobody holds it. The wait is
 // the server's: one GET_LOCK with the whole wait, rather than polling.
 type mysqlGetLock struct{ mysqlConn }
+
+// Prepare opens the session before the first acquire (locks.Preparer).
+func (l *mysqlGetLock) Prepare(ctx context.Context) error {
+	var none bool
+	return l.prepare(ctx, &none)
+}
 
 func (l *mysqlGetLock) Acquire(ctx context.Context, key string) (locks.Lease, error) {
 	deadline := time.Now().Add(l.cfg.Wait)

@@ -345,3 +345,58 @@ func TestMySQLForUpdateFencedTokenGrows(t *testing.T) {
 	l4 := next(b.lock("c3", 0), "the holder after a restart")
 	t.Logf("fences %d, %d, %d, %d", l1.Fence, dead.Fence, l3.Fence, l4.Fence)
 }
+
+// Prepare does a first acquire's one-off work before it: the session, the
+// tables and the fenced form's second session. Its CREATE waits out
+// another session's hold on a table, where an acquire's CREATE, bounded
+// like a request that waits for nothing, gives up; and against a server
+// it cannot reach it returns once its ctx ends.
+func TestMySQLPrepareCreatesTheTablesAndWaitsForThem(t *testing.T) {
+	b := start(t, "mysql-for-update-fenced", mariadbServer)
+	ctx := context.Background()
+	prepare := func(l locks.Lock, d time.Duration) error {
+		pctx, cancel := context.WithTimeout(ctx, d)
+		defer cancel()
+		return l.(locks.Preparer).Prepare(pctx)
+	}
+	c1 := mysqlClient(b, "c1", 50*time.Millisecond)
+	if err := prepare(c1, 20*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if fu := c1.(*mysqlForUpdate); fu.conn == nil || fu.fence.conn == nil || !fu.ready {
+		t.Fatal("Prepare left a session unopened or the tables unmade")
+	}
+	s := mysqlSession(b, "p1")
+	var n int
+	if err := s.QueryRowContext(ctx, `SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ?
+		AND table_name IN ('locktorture_for_update', 'locktorture_fences')`, mysqlDatabase).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("%d of the 2 tables after Prepare (%v)", n, err)
+	}
+	if _, err := s.ExecContext(ctx, "LOCK TABLES locktorture_for_update WRITE"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mysqlClient(b, "c2", 50*time.Millisecond).Acquire(ctx, "k"); !errors.Is(err, locks.ErrNotAcquired) {
+		t.Fatalf("an acquire whose CREATE waits on a locked table: %v, want ErrNotAcquired", err)
+	}
+	c3 := mysqlClient(b, "c3", 50*time.Millisecond)
+	prepared := make(chan error, 1)
+	go func() { prepared <- prepare(c3, 20*time.Second) }()
+	time.Sleep(time.Second) // longer than an acquire's CREATE waits (its margin, 500 ms at this TTL)
+	if _, err := s.ExecContext(ctx, "UNLOCK TABLES"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-prepared; err != nil {
+		t.Fatalf("a Prepare whose CREATE waited on a locked table: %v", err)
+	}
+	lease, err := c3.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c3.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	b.cut("c4")
+	if err := prepare(mysqlClient(b, "c4", 50*time.Millisecond), 500*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Prepare cut off from the server: %v, want its deadline", err)
+	}
+}

@@ -70,6 +70,25 @@ func (p *pgConn) session(ctx context.Context) (*pgx.Conn, error) {
 	return c, nil
 }
 
+// prepare opens the session, then runs then on it (nil: nothing), trying
+// again until ctx ends (locks.Preparer).
+func (p *pgConn) prepare(ctx context.Context, then func(*pgx.Conn) error) error {
+	for {
+		c, err := p.session(ctx)
+		if err == nil && then != nil {
+			err = then(c)
+		}
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (the last try: %v)", ctx.Err(), err)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // bound limits one request: a reply later than this is an unknown
 // outcome (pgx then closes the connection, and the session with it).
 func (p *pgConn) bound(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -89,6 +108,9 @@ func (p *pgConn) Close() error {
 // be bounded by cancelling it, and a cancel that races the grant leaves a
 // lock taken that the client believes it does not hold.
 type pgAdvisory struct{ pgConn }
+
+// Prepare opens the session before the first acquire (locks.Preparer).
+func (l *pgAdvisory) Prepare(ctx context.Context) error { return l.prepare(ctx, nil) }
 
 func (l *pgAdvisory) Acquire(ctx context.Context, key string) (locks.Lease, error) {
 	return locks.Retry(ctx, l.cfg, func() (locks.Lease, bool, error) {
@@ -147,14 +169,19 @@ const (
 	dropLease = `DELETE FROM locktorture_leases WHERE name = $1 AND owner = $2`
 )
 
-// ensureTable creates the table once; clients racing to create it may
-// see the loser's duplicate errors, which mean it exists.
-func (l *pgLease) ensureTable(ctx context.Context, c *pgx.Conn) error {
+// Prepare opens the session and creates the table before the first
+// acquire (locks.Preparer). The CREATE may wait as long as ctx allows:
+// it waits for another client's, and writes files.
+func (l *pgLease) Prepare(ctx context.Context) error {
+	return l.prepare(ctx, func(c *pgx.Conn) error { return l.ensureTable(ctx, c) })
+}
+
+// ensureTable creates the table once, bounded by qctx; clients racing to
+// create it may see the loser's duplicate errors, which mean it exists.
+func (l *pgLease) ensureTable(qctx context.Context, c *pgx.Conn) error {
 	if l.table {
 		return nil
 	}
-	qctx, cancel := l.bound(ctx)
-	defer cancel()
 	_, err := c.Exec(qctx, createLeases)
 	var pe *pgconn.PgError
 	if err != nil && !(errors.As(err, &pe) && (pe.Code == "23505" || pe.Code == "42P07")) {
@@ -170,7 +197,10 @@ func (l *pgLease) Acquire(ctx context.Context, key string) (locks.Lease, error) 
 		if err != nil {
 			return locks.Lease{}, false, nil
 		}
-		if err := l.ensureTable(ctx, c); err != nil {
+		tctx, tcancel := l.bound(ctx)
+		err = l.ensureTable(tctx, c)
+		tcancel()
+		if err != nil {
 			return locks.Lease{}, false, nil
 		}
 		token := newToken()

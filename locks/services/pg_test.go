@@ -65,3 +65,30 @@ func TestPGLeaseExpiresAndSurvivesARestart(t *testing.T) {
 		}
 	}
 }
+
+// Prepare opens pg-lease's session and creates its table before the
+// first acquire.
+func TestPGLeasePrepareCreatesTheTable(t *testing.T) {
+	b := start(t, "pg-lease", postgresServer)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l := b.lock("c1", 0)
+	if err := l.(locks.Preparer).Prepare(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pl := l.(*pgLease)
+	if !pl.table || pl.conn == nil {
+		t.Fatal("Prepare left the session unopened or the table unmade")
+	}
+	var n int
+	if err := pl.conn.QueryRow(ctx, `SELECT COUNT(*) FROM pg_tables WHERE tablename = 'locktorture_leases'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("%d lease tables after Prepare (%v)", n, err)
+	}
+	lease, err := l.Acquire(ctx, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+}
