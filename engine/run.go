@@ -15,6 +15,7 @@ import (
 
 	"github.com/locktorture/locktorture/cluster"
 	"github.com/locktorture/locktorture/history"
+	"github.com/locktorture/locktorture/internal/spool"
 	"github.com/locktorture/locktorture/lateness"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/nemesis"
@@ -314,8 +315,12 @@ func (r *runner) prepareClients() error {
 		if err != nil {
 			return err
 		}
-		r.onExit(func() { f.Close() })
-		workerLog = f
+		// Through a spool: a worker's write to its stderr (a library's
+		// log line, from the thread that renews its lease) never waits
+		// on the disk. Closed after the workers are (onExit: latest first).
+		w := spool.New(f)
+		r.onExit(func() { _ = w.Close(); f.Close() })
+		workerLog = w
 	}
 	r.procs = &processes{env: env, cl: r.cl, store: r.store, info: r.info, workers: o.ClientProcs, worker: o.Worker, workerLog: workerLog, patience: o.WorkerPatience,
 		forks: r.info.Forks && r.info.Program != nil && !o.SpawnWorkers,

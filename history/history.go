@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/locktorture/locktorture/internal/spool"
 )
 
 // Type says whether an op is an invocation or how it completed.
@@ -112,7 +114,7 @@ func Int64(v int64) *int64 { return &v }
 
 // Recorder hands out op indexes and timestamps, keeps the history in memory
 // for the checkers and appends every op to a JSONL file as it happens,
-// through a spool: a client never waits on the disk.
+// through a spool (package spool): a client never waits on the disk.
 type Recorder struct {
 	mu    sync.Mutex
 	start time.Time
@@ -133,7 +135,7 @@ type Recorder struct {
 	// grants is, by key tried, when an acquire of it last succeeded (0:
 	// never yet) (Grants).
 	grants  map[string]int64
-	spool   *spool // nil: memory only
+	spool   *spool.Writer // nil: memory only
 	file    *os.File
 	nextPID int
 	// nemesis is the latest completed nemesis action in words, kept as
@@ -149,7 +151,7 @@ type Recorder struct {
 func NewRecorder(w io.Writer, firstFreeProcess int) *Recorder {
 	r := &Recorder{start: time.Now(), nextPID: firstFreeProcess, deadlines: map[int]int64{}, grants: map[string]int64{}}
 	if w != nil {
-		r.spool = newSpool(w)
+		r.spool = spool.New(w)
 	}
 	return r
 }
@@ -230,7 +232,7 @@ func (r *Recorder) Add(op Op) Op {
 	if r.spool != nil {
 		// An Op always marshals: it holds strings, numbers and maps of them.
 		line, _ := json.Marshal(op)
-		r.spool.add(append(line, '\n'))
+		_, _ = r.spool.Write(append(line, '\n'))
 	}
 	return op
 }
@@ -318,7 +320,7 @@ func (r *Recorder) Close() error {
 	defer r.mu.Unlock()
 	var err error
 	if r.spool != nil {
-		err = r.spool.close()
+		err = r.spool.Close()
 	}
 	if r.file != nil {
 		if cerr := r.file.Close(); err == nil {

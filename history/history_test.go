@@ -68,30 +68,6 @@ func TestRecordingNeverWaitsOnTheFile(t *testing.T) {
 	}
 }
 
-// A writer that fails is reported by Close, and is not written again.
-func TestCloseReportsTheFirstWriteError(t *testing.T) {
-	w := &failing{}
-	r := NewRecorder(w, 0)
-	r.Invoke(0, Acquire, "L", nil)
-	r.Invoke(1, Acquire, "L", nil)
-	if err := r.Close(); err == nil || err.Error() != "disk full" {
-		t.Fatalf("Close = %v, want disk full", err)
-	}
-	if w.calls == 0 {
-		t.Fatal("nothing was written")
-	}
-}
-
-type failing struct{ calls int }
-
-func (f *failing) Write([]byte) (int, error) {
-	f.calls++
-	if f.calls > 1 {
-		panic("written again after an error")
-	}
-	return 0, errors.New("disk full")
-}
-
 // Attempts counts what a story's traffic floor counts: acquires
 // answered, ok or fail; not one whose outcome is unknown, nor releases.
 func TestAttemptsCountsAnsweredAcquires(t *testing.T) {

@@ -40,7 +40,24 @@ func startExec(o Options) (started, error) {
 	if err != nil {
 		return started{}, err
 	}
-	cmd.Stdout, cmd.Stderr = w, o.Stderr
+	// Its stderr a pipe too where o.Stderr is not a file, copied until
+	// copied is closed: os/exec's own copy would keep Wait waiting for a
+	// child of the worker that still holds it.
+	cmd.Stdout = w
+	copied := make(chan struct{})
+	close(copied)
+	if o.Stderr != nil {
+		errW, c, err := stderrFile(o.Stderr)
+		if err != nil {
+			stdout.Close()
+			w.Close()
+			return started{}, err
+		}
+		cmd.Stderr, copied = errW, c
+		if errW != o.Stderr {
+			defer errW.Close() // the worker's end, once it has it
+		}
+	}
 	err = cluster.StartProcess(cmd)
 	w.Close()
 	if err != nil {
@@ -57,7 +74,12 @@ func startExec(o Options) (started, error) {
 			}
 		}
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
-		return cmd.Wait()
+		err := cmd.Wait()
+		select {
+		case <-copied:
+		case <-time.After(time.Second): // a child that left the group keeps stderr
+		}
+		return err
 	}
 	return started{pid: cmd.Process.Pid, os: cmd.Process, stdin: stdin, stdout: stdout, reap: reap}, nil
 }
