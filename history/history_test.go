@@ -3,6 +3,7 @@ package history
 import (
 	"bytes"
 	"errors"
+	"io"
 	"maps"
 	"os"
 	"path/filepath"
@@ -12,26 +13,13 @@ import (
 	"time"
 )
 
-// held is a writer that takes nothing until it is let go, as a disk the
-// kernel throttles: every Write waits on release.
-type held struct {
-	release chan struct{}
-	mu      sync.Mutex
-	buf     bytes.Buffer
-}
-
-func (h *held) Write(b []byte) (int, error) {
-	<-h.release
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.buf.Write(b)
-}
-
 // A client records its ops while the file's writer is stuck: recording
 // never waits on the disk. Close then writes every op, in order.
 func TestRecordingNeverWaitsOnTheFile(t *testing.T) {
-	h := &held{release: make(chan struct{})}
-	r := NewRecorder(h, 2)
+	// A pipe nobody reads yet: every write to it waits, as on a disk the
+	// kernel throttles.
+	pr, pw := io.Pipe()
+	r := NewRecorder(pw, 2)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -44,11 +32,16 @@ func TestRecordingNeverWaitsOnTheFile(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("recording waited on a stuck writer")
 	}
-	close(h.release)
+	read := make(chan []byte)
+	go func() {
+		b, _ := io.ReadAll(pr)
+		read <- b
+	}()
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
-	ops, err := Load(&h.buf)
+	pw.Close()
+	ops, err := Load(bytes.NewReader(<-read))
 	if err != nil {
 		t.Fatal(err)
 	}
