@@ -75,10 +75,7 @@ func startExec(o Options) (started, error) {
 		}
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 		err := cmd.Wait()
-		select {
-		case <-copied:
-		case <-time.After(time.Second): // a child that left the group keeps stderr
-		}
+		drained(copied)
 		return err
 	}
 	return started{pid: cmd.Process.Pid, os: cmd.Process, stdin: stdin, stdout: stdout, reap: reap}, nil
@@ -138,10 +135,7 @@ func startFork(o Options) (_ started, err error) {
 		unix.Close(pidfd)
 		err := o.Forker.reap(pid)
 		stdin.Close()
-		select {
-		case <-copied:
-		case <-time.After(time.Second): // a child that left the group keeps stderr
-		}
+		drained(copied)
 		return err
 	}
 	return started{pid: pid, os: proc, stdin: stdin, stdout: stdout, reap: reap}, nil
@@ -163,7 +157,16 @@ func watch(pid int) (*os.Process, int, error) {
 	return proc, pidfd, nil
 }
 
-// stderrFile is the file a fork writes its stderr to: w itself when it is
+// drained waits for a worker's stderr copy to end (stderrFile's copied),
+// for a second at most: a child that left the worker's group keeps it.
+func drained(copied <-chan struct{}) {
+	select {
+	case <-copied:
+	case <-time.After(time.Second):
+	}
+}
+
+// stderrFile is the file a worker writes its stderr to: w itself when it is
 // one, else a pipe copied to w (nil: discarded) until copied is closed.
 func stderrFile(w io.Writer) (f *os.File, copied chan struct{}, err error) {
 	copied = make(chan struct{})

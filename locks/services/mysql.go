@@ -263,26 +263,17 @@ func (m *mysqlConn) ensure(ctx context.Context, c *sql.Conn, done *bool, wait ti
 // story's liveness allowance.
 const ddlWait = 5 * time.Second
 
-// prepare opens the session and creates the tables, trying again until
-// ctx ends (locks.Preparer).
+// prepare opens the session and creates the tables (none: the session
+// alone), trying again until ctx ends (locks.Preparer).
 func (m *mysqlConn) prepare(ctx context.Context, done *bool, create ...string) error {
-	for {
+	return prepareUntil(ctx, func() error {
 		c, err := m.session(ctx)
-		if err == nil {
-			if err = m.ensure(ctx, c, done, ddlWait, create...); err == nil {
-				return nil
-			}
+		if err != nil || done == nil {
+			return err
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (the last try: %v)", ctx.Err(), err)
-		case <-time.After(prepareRetry):
-		}
-	}
+		return m.ensure(ctx, c, done, ddlWait, create...)
+	})
 }
-
-// prepareRetry is how long a Prepare waits between tries.
-const prepareRetry = 50 * time.Millisecond
 
 // Prepare opens the session and creates the lock table before the first
 // acquire (locks.Preparer).
@@ -475,8 +466,7 @@ func (l *mysqlForUpdate) Prepare(ctx context.Context) error {
 	if err := l.prepare(ctx, &l.ready, l.tables()...); err != nil || !l.fenced {
 		return err
 	}
-	var none bool // a session with no tables of its own
-	return l.fence.prepare(ctx, &none)
+	return l.fence.prepare(ctx, nil) // a session with no tables of its own
 }
 
 func (l *mysqlForUpdate) Acquire(ctx context.Context, key string) (locks.Lease, error) {
@@ -635,10 +625,7 @@ func (l *mysqlForUpdate) Close() error {
 type mysqlGetLock struct{ mysqlConn }
 
 // Prepare opens the session before the first acquire (locks.Preparer).
-func (l *mysqlGetLock) Prepare(ctx context.Context) error {
-	var none bool
-	return l.prepare(ctx, &none)
-}
+func (l *mysqlGetLock) Prepare(ctx context.Context) error { return l.prepare(ctx, nil) }
 
 func (l *mysqlGetLock) Acquire(ctx context.Context, key string) (locks.Lease, error) {
 	deadline := time.Now().Add(l.cfg.Wait)

@@ -73,20 +73,13 @@ func (p *pgConn) session(ctx context.Context) (*pgx.Conn, error) {
 // prepare opens the session, then runs then on it (nil: nothing), trying
 // again until ctx ends (locks.Preparer).
 func (p *pgConn) prepare(ctx context.Context, then func(*pgx.Conn) error) error {
-	for {
+	return prepareUntil(ctx, func() error {
 		c, err := p.session(ctx)
-		if err == nil && then != nil {
-			err = then(c)
+		if err != nil || then == nil {
+			return err
 		}
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (the last try: %v)", ctx.Err(), err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return then(c)
+	})
 }
 
 // bound limits one request: a reply later than this is an unknown

@@ -10,9 +10,11 @@
 package services
 
 import (
+	"context"
 	crand "crypto/rand"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/locktorture/locktorture/locks"
 )
@@ -46,4 +48,24 @@ func newToken() string { return crand.Text() }
 // unknown wraps a transport error as an unknown outcome.
 func unknown(step string, err error) error {
 	return fmt.Errorf("%w: %s: %v", locks.ErrUnknown, step, err)
+}
+
+// prepareRetry is how long a Prepare waits between tries.
+const prepareRetry = 50 * time.Millisecond
+
+// prepareUntil runs try until it succeeds or ctx ends, prepareRetry
+// apart: a lock's Prepare (locks.Preparer), which returns ctx's error with
+// the last try's once ctx ends.
+func prepareUntil(ctx context.Context, try func() error) error {
+	for {
+		err := try()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (the last try: %v)", ctx.Err(), err)
+		case <-time.After(prepareRetry):
+		}
+	}
 }
