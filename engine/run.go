@@ -535,11 +535,11 @@ func (r *runner) endSessions() {
 }
 
 // pings are the lateness meter's round trips: the store's, straight to
-// its port (Reply), and, in a story whose plan touches no lock node, each
-// lock node's of a kind other than Redis (Server), straight to its port
-// every 100 ms,
-// on a session of the harness's own where the kind has one
-// (Kind.Session), else by asking Ready. A PostgreSQL, ZooKeeper or etcd
+// its port (Reply), and, in a story whose plan touches no lock node's
+// process (scenario.Plan.TouchesNodes), each lock node's of a kind other
+// than Redis (Server), straight to its port every 100 ms, on a session of
+// the harness's own where the kind has one (Kind.Session), else by asking
+// Ready. A PostgreSQL, ZooKeeper or etcd
 // that stalls on this machine then starves the run as a slow store does;
 // the store alone would not show it, and the story would read as too
 // little traffic. A Redis lock node answers as the store does.

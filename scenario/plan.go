@@ -420,13 +420,14 @@ func (c *compiler) client(path, ref string, trap bool) (func(caught int) (int, e
 }
 
 // TouchesNodes says whether any step, or any action a trap or
-// when-acquiring takes, acts on a lock node's process or clock (an action
-// of the node, failover or clock family not aimed at the store). Where
-// none does, how long a lock node takes to answer measures the machine,
-// not a fault, and the lateness meter may ask it.
+// when-acquiring takes, acts on a lock node's process (an action of the
+// node or failover family not aimed at the store). Where none does, how
+// long a lock node takes to answer measures the machine, not a fault, and
+// the lateness meter may ask it. A node's clock moved by libfaketime
+// changes what the server reads as the time, not how soon it answers.
 func (p Plan) TouchesNodes() bool {
 	touching := map[string]bool{}
-	for _, family := range [][]ActionKind{nodeActions, failoverActions, clockActions} {
+	for _, family := range [][]ActionKind{nodeActions, failoverActions} {
 		for _, k := range family {
 			for _, name := range append([]string{k.Name}, k.Aliases...) {
 				touching[name] = true

@@ -129,7 +129,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	j.Limits = c.Limits
 	j.Late = lateness.Over(j.Lateness, j.Limits)
 	passed := j.Outcome == Safe && len(nemesis) == 0 && Matches(c.Expected, j.Outcome, j.Observations)
-	if j.Starved = starved(lateness.Unfitted(nemesis), harnessLate(j), passed); j.Starved != "" {
+	if j.Starved = starved(lateness.Unfitted(nemesis), harnessLate(j, nemesis), passed); j.Starved != "" {
 		j.Outcome = Starved
 	}
 	j.Matched = Matches(c.Expected, j.Outcome, j.Observations)
@@ -141,15 +141,24 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 
 // harnessLate is what of the run's lateness can starve its verdict: the
 // harness's own (timers, the store's replies, faults' overruns) always;
-// the lock's own server (lateness.Server) only where the run showed too
-// little traffic (vacuous) or a key nobody could take (deadlock), which a
-// stalled server makes by itself. A slow server moves no fault's window,
-// and a lock must keep its promise however slowly its server answers, so
-// a violation or a pass seen beside one is evidence.
-func harnessLate(j Judgement) string {
+// the lock's own server (lateness.Server) where the run showed too little
+// traffic (vacuous) or a key nobody could take (deadlock), which a stalled
+// server makes by itself, and where it passed a story with a fault, once
+// the faults began. A violation seen beside a slow server is evidence: a
+// lock must keep its promise however slowly its server answers. A pass is
+// not: a story's violation needs a waiter to reach the server inside a
+// window (a holder's pause, 0.3 to 0.6 of a TTL), and a server that
+// answers nobody for longer shuts the waiters out of it, and a lock known
+// to break would pass.
+func harnessLate(j Judgement, nemesis []history.Op) string {
 	isServer := func(s lateness.Sample) bool { return s.Kind == lateness.Server }
-	if j.Outcome == Vacuous || j.Outcome == Deadlock {
+	switch {
+	case j.Outcome == Vacuous || j.Outcome == Deadlock:
 		return j.Late
+	case j.Outcome == Safe && len(nemesis) > 0:
+		from := nemesis[0].Time
+		beforeFaults := func(s lateness.Sample) bool { return isServer(s) && s.At < from }
+		return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), beforeFaults), j.Limits)
 	}
 	return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), isServer), j.Limits)
 }

@@ -126,6 +126,7 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
 	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
 	slowServer := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
+	slowEarly := []lateness.Sample{{At: int64(100 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
 	movedWall := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Wall, Late: int64(time.Millisecond)}}
 	// One acquire that never returns: the key stays stuck past the
 	// allowance (deadlock).
@@ -154,13 +155,17 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		{"a pass with a fault, late", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), late, Starved},
 		{"a pass with a fault, on time", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), nil, Safe},
 		{"a pass missing what it was to show, late", SafeShowing, holds([]int{0, 1, 0, 1}, 0), late, Starved},
-		// A slow lock server moves no window: it starves only what it
-		// makes by itself, a run with too little traffic or a stuck key.
+		// A violation beside a slow lock server is the lock's.
 		{"a violation with a fault, a slow server", LockUnsafe, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), pause), slowServer, LockUnsafe},
 		// A server's wall clock that ran ahead of the harness's ends a
 		// lease before its promise: the broken promise is not the lock's.
 		{"a violation, the wall clock moved", Safe, holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), movedWall, Starved},
-		{"a pass with a fault, a slow server", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowServer, Safe},
+		// A slow lock server may have kept every waiter from the key
+		// while the story's window was open: the pass proves nothing. Before
+		// the faults began it shut no window.
+		{"a pass with a fault, a slow server", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowServer, Starved},
+		{"a pass with a fault, a slow server before it", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowEarly, Safe},
+		{"a pass with no fault, a slow server", Safe, holds([]int{0, 1, 0, 1}, 0), slowServer, Safe},
 		{"a stall with a fault, on time", Safe, ordered(append(slices.Clone(stuck), pause)), nil, Deadlock},
 		{"a stall with a fault, a slow server", Safe, ordered(append(stuck, pause)), slowServer, Starved},
 	}
