@@ -213,9 +213,10 @@ func Over(samples []Sample, lim Limits) string {
 // Share is how far the run went toward Over: its worst judged sample as
 // a share of its kind's limit (more than 1 is over). Workers' waits are
 // a figure, not judged, as in Over, and a kind with no limit is skipped.
-// A lock server's late replies count, though the verdict keeps a run
-// they alone made late: the servers are local processes on the same
-// cores, so they too say the machine is behind (a matrix narrows by it).
+// A lock server's late replies count, though the verdict keeps some runs
+// they alone made late (a violation): the servers are local processes on
+// the same cores, so they too say the machine is behind (a matrix narrows
+// by it).
 func Share(samples []Sample, lim Limits) float64 {
 	worst := 0.0
 	for _, s := range samples {

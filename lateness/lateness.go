@@ -27,12 +27,13 @@ const (
 	Reply Kind = "reply"
 	// Server is a round trip to a lock node that is not Redis (PostgreSQL,
 	// memcached, ZooKeeper, etcd), straight to its port, in a story that
-	// touches no lock node: how long the lock's own server takes to answer
-	// anyone. It has a limit of its own (ServerFraction), because such a
-	// server answers more slowly than Redis beside busy work and its
-	// clients bound their requests to match; and past it, it starves only
-	// a run that came out vacuous or deadlocked (package verdict), what a
-	// stalled server makes by itself.
+	// touches no lock node's process: how long the lock's own server takes
+	// to answer anyone. It has a limit of its own (ServerFraction), because
+	// such a server answers more slowly than Redis beside busy work and its
+	// clients bound their requests to match; and past it, it starves a run
+	// that came out vacuous or deadlocked, what a stalled server makes by
+	// itself, and a pass of a story with a fault, whose waiters it may
+	// have kept from the key (package verdict), not a violation.
 	Server Kind = "server"
 	// Pause is how long after its planned end a pause or stall of a
 	// client was lifted: the one fault whose end a story places inside a

@@ -286,8 +286,8 @@ func latenessLine(r *engine.Result) string {
 		kind lateness.Kind
 		say  string // the words around the figure
 		// optional: measured only in some runs, and else no word in the
-		// line (a lock's own server: not Redis, no fault touches it; a
-		// worker's wait: the clients are worker processes).
+		// line (a lock's own server: not Redis, no fault touches its
+		// process; a worker's wait: the clients are worker processes).
 		optional bool
 	}{
 		{lateness.Timer, "timers %s", false}, {lateness.Reply, "replies %s", false},

@@ -78,7 +78,7 @@ type Matrix struct {
 	Starved int `json:"starved,omitempty"`
 	// Late counts the runs that ran late and kept their verdict: a
 	// fault-free pass, or a run whose lock's server alone was slow
-	// (lateness.Server starves only a vacuous or deadlocked run).
+	// (lateness.Server starves no violation, nor a pass before any fault).
 	Late    int     `json:"late,omitempty"`
 	Entries []Entry `json:"entries"`
 }

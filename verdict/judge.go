@@ -156,8 +156,10 @@ func harnessLate(j Judgement, nemesis []history.Op) string {
 	case j.Outcome == Vacuous || j.Outcome == Deadlock:
 		return j.Late
 	case j.Outcome == Safe && len(nemesis) > 0:
+		// A sample is a round trip from its window's start (At): one sent
+		// before the faults and answered after them spans their start.
 		from := nemesis[0].Time
-		beforeFaults := func(s lateness.Sample) bool { return isServer(s) && s.At < from }
+		beforeFaults := func(s lateness.Sample) bool { return isServer(s) && s.At+s.Late < from }
 		return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), beforeFaults), j.Limits)
 	}
 	return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), isServer), j.Limits)

@@ -126,7 +126,11 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
 	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
 	slowServer := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
+	// A round trip sent at 100 ms and answered at 900 ms: across a fault at
+	// 120 ms, before one at 1.5 s.
 	slowEarly := []lateness.Sample{{At: int64(100 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
+	laterPause := pause
+	laterPause.Time = int64(1500 * time.Millisecond)
 	movedWall := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Wall, Late: int64(time.Millisecond)}}
 	// One acquire that never returns: the key stays stuck past the
 	// allowance (deadlock).
@@ -161,11 +165,14 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		// lease before its promise: the broken promise is not the lock's.
 		{"a violation, the wall clock moved", Safe, holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), movedWall, Starved},
 		// A slow lock server may have kept every waiter from the key
-		// while the story's window was open: the pass proves nothing. Before
-		// the faults began it shut no window.
+		// while the story's window was open: the pass proves nothing, also
+		// where the slow round trip began before the fault. One answered
+		// before the faults began shut no window, and a pass with no fault
+		// (here one that missed what it was to show) has none.
 		{"a pass with a fault, a slow server", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowServer, Starved},
-		{"a pass with a fault, a slow server before it", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowEarly, Safe},
-		{"a pass with no fault, a slow server", Safe, holds([]int{0, 1, 0, 1}, 0), slowServer, Safe},
+		{"a pass with a fault, a slow server across its start", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowEarly, Starved},
+		{"a pass with a fault, a slow server before it", Safe, append(holds([]int{0, 1, 0, 1}, 0), laterPause), slowEarly, Safe},
+		{"a pass with no fault, a slow server", SafeShowing, holds([]int{0, 1, 0, 1}, 0), slowServer, Safe},
 		{"a stall with a fault, on time", Safe, ordered(append(slices.Clone(stuck), pause)), nil, Deadlock},
 		{"a stall with a fault, a slow server", Safe, ordered(append(stuck, pause)), slowServer, Starved},
 	}
