@@ -539,10 +539,11 @@ func (r *runner) endSessions() {
 // process (scenario.Plan.TouchesNodes), each lock node's of a kind other
 // than Redis (Server), straight to its port every 100 ms, on a session of
 // the harness's own where the kind has one (Kind.Session), else by asking
-// Ready. A PostgreSQL, ZooKeeper or etcd
-// that stalls on this machine then starves the run as a slow store does;
-// the store alone would not show it, and the story would read as too
-// little traffic. A Redis lock node answers as the store does.
+// Ready. A PostgreSQL, ZooKeeper or etcd that stalls on this machine is
+// then seen, and starves the verdicts a stalled server can make (package
+// verdict, harnessLate); the store alone would not show it, and the story
+// would read as too little traffic. A Redis lock node answers as the store
+// does.
 func (r *runner) pings(ctx context.Context) []lateness.Ping {
 	out := []lateness.Ping{{Do: func(ctx context.Context) error { return r.lag.Ping(ctx).Err() }}}
 	if r.plan == nil || r.plan.TouchesNodes() {

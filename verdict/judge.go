@@ -143,13 +143,13 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 // harness's own (timers, the store's replies, faults' overruns) always;
 // the lock's own server (lateness.Server) where the run showed too little
 // traffic (vacuous) or a key nobody could take (deadlock), which a stalled
-// server makes by itself, and where it passed a story with a fault, once
-// the faults began. A violation seen beside a slow server is evidence: a
-// lock must keep its promise however slowly its server answers. A pass is
-// not: a story's violation needs a waiter to reach the server inside a
-// window (a holder's pause, 0.3 to 0.6 of a TTL), and a server that
-// answers nobody for longer shuts the waiters out of it, and a lock known
-// to break would pass.
+// server makes by itself, and where it passed a story with a fault, in a
+// round trip not yet answered when the faults began. A violation seen
+// beside a slow server is evidence: a lock must keep its promise however
+// slowly its server answers. A pass is not: a story's violation needs a
+// waiter to reach the server inside a window (a holder's pause, 0.3 to
+// 0.6 of a TTL), and a server that answers nobody for longer shuts the
+// waiters out of it, and a lock known to break would pass.
 func harnessLate(j Judgement, nemesis []history.Op) string {
 	isServer := func(s lateness.Sample) bool { return s.Kind == lateness.Server }
 	switch {
