@@ -2,10 +2,12 @@ package cluster
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,6 +106,17 @@ func (n *Node) Info() NodeInfo { return n.srv.Info() }
 
 // Kind is the server the node runs.
 func (n *Node) Kind() *Kind { return n.spec.Kind }
+
+// LogFile is the file a local node's server logs to (its kind's Log, or
+// output.log), which grows across its restarts and the runs that reuse
+// it; "" for a node of another backend, whose files are in a container.
+func (n *Node) LogFile() string {
+	info := n.Info()
+	if info.Backend != Local || info.Dir == "" {
+		return ""
+	}
+	return filepath.Join(info.Dir, cmp.Or(n.Kind().Log, outputLog))
+}
 
 // Link returns peer's own link to this node, creating it on first use.
 //

@@ -60,7 +60,11 @@ var PostgresKind = &Kind{
 			// not in /dev/shm, where a postmaster killed for good leaves
 			// its segments behind the run that removes its dir.
 			"-c", "dynamic_shared_memory_type=mmap",
-			"-c", "fsync=off", "-c", "logging_collector=off"}, spec.Args...), nil
+			"-c", "fsync=off", "-c", "logging_collector=off",
+			// Each session's start and end, to the millisecond, in the log
+			// a run that did not match keeps: whether a dead client's
+			// session (and its advisory locks) outlived it is told there.
+			"-c", "log_connections=on", "-c", "log_disconnections=on", "-c", "log_line_prefix=%m [%p] "}, spec.Args...), nil
 	},
 	Ready:   postgresReady,
 	Session: postgresSession,

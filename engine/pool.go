@@ -37,6 +37,7 @@ func (r *runner) reuseTopology(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	r.cl, r.res.Reused = cl, from
+	r.markLogs()
 	r.newEnv()
 	r.env.Nodes = lockNodeNames(r.info.Nodes)
 	r.store = cl.Node("store")
@@ -60,6 +61,7 @@ const settleWithin = 10 * time.Second
 // report as its own failure.
 func (r *runner) release(ctx context.Context, failed error) {
 	calm := ctx.Err() == nil && r.settled()
+	r.copyLogs()
 	if r.o.Pool == nil || r.poolKey == "" || !calm || failed != nil || r.env.Gate.Err() != nil {
 		r.cl.Close()
 		return
@@ -94,6 +96,7 @@ func (r *runner) settled() bool {
 // them.
 func (r *runner) closeCluster() {
 	if r.cl != nil && !r.parked {
+		r.copyLogs()
 		r.cl.Close()
 	}
 }

@@ -59,6 +59,10 @@ type Result struct {
 	// gate's hooks saw them: what boundary exploration learns a lock's
 	// commands from.
 	Commands nemesis.Profile `json:"commands,omitempty"`
+	// ServerLogs are the servers' logs the run kept, relative to Dir: a
+	// run that did not match its expectation keeps what each server
+	// logged while the run had it (engine/serverlogs.go).
+	ServerLogs []string `json:"server_logs,omitempty"`
 	// Seats are how many of the machine room's seats the run held (every
 	// one for a run alone), from Started for Held, until it gave them up.
 	Seats int           `json:"seats,omitempty"`

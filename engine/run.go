@@ -65,7 +65,11 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	if err := r.tally(ctx, werr, nerr); err != nil {
 		return r.res, err
 	}
-	return r.res, r.judge()
+	err = r.judge()
+	if err == nil {
+		r.dropLogs()
+	}
+	return r.res, err
 }
 
 // runner is one run as its phases build it up: each phase reads what the
@@ -102,6 +106,11 @@ type runner struct {
 	// limit, or the story over (endWhenOver, which sets early).
 	ended atomic.Int64
 	early bool
+
+	// logFrom is where each node's log ended as the run took servers
+	// another run left (markLogs); logsCopied says copyLogs did its work.
+	logFrom    map[string]int64
+	logsCopied bool
 
 	// exits stop what the phases started, in the order they started it.
 	exits []func()

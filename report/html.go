@@ -58,7 +58,9 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 <ul>{{if not .R.Streamed}}<li><a href="timeline.html">timeline.html</a>: porcupine's timeline of every acquire and release, with the store's ops, the nemesis and the anomalies</li>
 {{end}}<li><a href="history.jsonl.gz">history.jsonl.gz</a>: every op as it happened (gzip; <code>history.LoadFile</code> reads it{{if .R.Streamed}}, <code>history.Each</code> op by op{{end}})</li>
 <li><a href="results.json">results.json</a>: verdicts and details</li>
-<li><a href="cluster.json">cluster.json</a>: the nodes, their ports and pids</li></ul>
+<li><a href="cluster.json">cluster.json</a>: the nodes, their ports and pids</li>
+{{range .R.ServerLogs}}<li><a href="{{.}}">{{.}}</a>: what the server logged while the run had it, kept since the run did not match</li>
+{{end}}</ul>
 </body></html>`))
 
 type finding struct {

@@ -1,0 +1,96 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// A run that did not match its expectation keeps what its servers logged
+// while it had them, in servers/<node>.log of its directory: the cause of
+// a surprising verdict may be where only a server saw it (a session that
+// outlived its client, a member's election, a restart's recovery). The
+// logs are copied before the servers are handed on or stopped, since the
+// next run's lines follow in the same file and a stopped node's directory
+// is removed, and dropped again once the run is judged and matched.
+
+// serverLogsDir is where a run keeps its servers' logs.
+const serverLogsDir = "servers"
+
+// serverLogMax bounds each node's copy, its end kept: a ZooKeeper
+// member's log of a long run is megabytes, and the story's end is where
+// a verdict is made.
+const serverLogMax = 1 << 20
+
+// markLogs notes where each node's log ends as the run takes servers
+// another run left: its own lines start there. A run's own servers log
+// from their start.
+func (r *runner) markLogs() {
+	r.logFrom = map[string]int64{}
+	for _, n := range r.cl.Nodes() {
+		if fi, err := os.Stat(n.LogFile()); err == nil {
+			r.logFrom[n.Name] = fi.Size()
+		}
+	}
+}
+
+// copyLogs copies each node's log, from where the run's lines start to
+// where they end now, into the run's directory, once.
+func (r *runner) copyLogs() {
+	if r.logsCopied || r.cl == nil || r.res == nil || r.res.Dir == "" {
+		return
+	}
+	r.logsCopied = true
+	for _, n := range r.cl.Nodes() {
+		src := n.LogFile()
+		if src == "" {
+			continue
+		}
+		name := filepath.Join(serverLogsDir, n.Name+".log")
+		if err := copyTail(src, r.logFrom[n.Name], filepath.Join(r.res.Dir, name)); err != nil {
+			r.logf("the log of %s not kept: %v", n.Name, err)
+			continue
+		}
+		r.res.ServerLogs = append(r.res.ServerLogs, name)
+	}
+}
+
+// dropLogs removes the copies of a run that matched its expectation.
+func (r *runner) dropLogs() {
+	if r.res == nil || !r.res.Matched || len(r.res.ServerLogs) == 0 {
+		return
+	}
+	if err := os.RemoveAll(filepath.Join(r.res.Dir, serverLogsDir)); err == nil {
+		r.res.ServerLogs = nil
+	}
+}
+
+// copyTail copies src from offset from to its end, at most serverLogMax
+// bytes of it, the last ones, to dst.
+func copyTail(src string, from int64, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	fi, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	end := fi.Size()
+	if end < from {
+		return fmt.Errorf("%s is %d bytes, shorter than the %d it had as the run began", src, end, from)
+	}
+	from = max(from, end-serverLogMax)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, io.NewSectionReader(in, from, end-from))
+	return errors.Join(err, out.Close())
+}
