@@ -5,16 +5,21 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 )
 
-// A run that did not match its expectation keeps what its servers logged
-// while it had them, in servers/<node>.log of its directory: the cause of
-// a surprising verdict may be where only a server saw it (a session that
-// outlived its client, a member's election, a restart's recovery). The
-// logs are copied before the servers are handed on or stopped, since the
-// next run's lines follow in the same file and a stopped node's directory
-// is removed, and dropped again once the run is judged and matched.
+// A run that did not match its expectation keeps what its local servers
+// logged while it had them, in servers/<node>.log of its directory: the
+// cause of a surprising verdict may be where only a server saw it (a
+// session that outlived its client, a member's election, a restart's
+// recovery). The logs are copied as the run hands its servers on or stops
+// them, since the next run's lines follow in the same file and a stopped
+// node's directory is removed, and dropped again once the run is judged
+// and matched. A server writes some lines after the clients have gone (a
+// session's end, PostgreSQL's once its backend reads the close): those of
+// the run's last milliseconds may miss the copy, and a pool's reset, which
+// ends what sessions are left, logs into the next run's.
 
 // serverLogsDir is where a run keeps its servers' logs.
 const serverLogsDir = "servers"
@@ -25,8 +30,8 @@ const serverLogsDir = "servers"
 const serverLogMax = 1 << 20
 
 // markLogs notes where each node's log ends as the run takes servers
-// another run left: its own lines start there. A run's own servers log
-// from their start.
+// another run left (after the pool's reset and check of them): its own
+// lines start there. A run's own servers log from their start.
 func (r *runner) markLogs() {
 	r.logFrom = map[string]int64{}
 	for _, n := range r.cl.Nodes() {
@@ -48,8 +53,8 @@ func (r *runner) copyLogs() {
 		if src == "" {
 			continue
 		}
-		name := filepath.Join(serverLogsDir, n.Name+".log")
-		if err := copyTail(src, r.logFrom[n.Name], filepath.Join(r.res.Dir, name)); err != nil {
+		name := path.Join(serverLogsDir, n.Name+".log") // a link on the run's page too
+		if err := copyTail(src, r.logFrom[n.Name], filepath.Join(r.res.Dir, filepath.FromSlash(name))); err != nil {
 			r.logf("the log of %s not kept: %v", n.Name, err)
 			continue
 		}
@@ -59,7 +64,7 @@ func (r *runner) copyLogs() {
 
 // dropLogs removes the copies of a run that matched its expectation.
 func (r *runner) dropLogs() {
-	if r.res == nil || !r.res.Matched || len(r.res.ServerLogs) == 0 {
+	if r.res == nil || !r.res.Matched {
 		return
 	}
 	if err := os.RemoveAll(filepath.Join(r.res.Dir, serverLogsDir)); err == nil {

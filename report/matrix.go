@@ -200,8 +200,8 @@ func CopyRun(shard, run, out string) (string, error) {
 	return dst, copyDir(filepath.Join(shard, rel), dst)
 }
 
-// copyDir copies the files of a run directory (one level: a run writes no
-// subdirectories).
+// copyDir copies a run directory, its subdirectories too (the servers'
+// logs a run that did not match keeps).
 func copyDir(src, dst string) error {
 	if filepath.Clean(src) == filepath.Clean(dst) {
 		return nil
@@ -215,6 +215,9 @@ func copyDir(src, dst string) error {
 	}
 	for _, e := range entries {
 		if e.IsDir() {
+			if err := copyDir(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+				return err
+			}
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join(src, e.Name()))

@@ -347,3 +347,25 @@ func TestFaultsOfAHistoryWithoutSites(t *testing.T) {
 		t.Fatalf("clock chart of a history without sites: %+v, %v, %v", c, ok, err)
 	}
 }
+
+// A merge copies a run whole: the servers' logs a run that did not match
+// keeps sit in a subdirectory, and its page links them.
+func TestCopyRunCopiesSubdirectories(t *testing.T) {
+	shard, out := t.TempDir(), t.TempDir()
+	run := filepath.Join(shard, "baseline", "pg-advisory", "20261205T000000.000Z")
+	if err := os.MkdirAll(filepath.Join(run, "servers"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, text := range map[string]string{"results.json": "{}", "servers/n1.log": "a session\n"} {
+		if err := os.WriteFile(filepath.Join(run, filepath.FromSlash(name)), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst, err := report.CopyRun(shard, run, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "servers", "n1.log")); err != nil || string(b) != "a session\n" {
+		t.Fatalf("servers/n1.log in the copy: %q, %v", b, err)
+	}
+}
