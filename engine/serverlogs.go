@@ -24,9 +24,8 @@ import (
 // serverLogsDir is where a run keeps its servers' logs.
 const serverLogsDir = "servers"
 
-// serverLogMax bounds each node's copy, its end kept: a ZooKeeper
-// member's log of a long run is megabytes, and the story's end is where
-// a verdict is made.
+// serverLogMax bounds each node's copy, its end kept: a run of an hour
+// may log without bound, and the story's end is where a verdict is made.
 const serverLogMax = 1 << 20
 
 // markLogs notes where each node's log ends as the run takes servers
