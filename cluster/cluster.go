@@ -85,6 +85,9 @@ type Cluster struct {
 	nodes     []*Node
 	followers []*Follower
 	isClosed  bool
+	// logEnds is where each node's log ended once the last Reset was
+	// done (LogEnds).
+	logEnds map[string]int64
 }
 
 // New prepares an empty cluster on its backend; AddNode starts nodes in

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 )
@@ -25,12 +26,29 @@ func (c *Cluster) Reset(ctx context.Context) error {
 		return err
 	}
 	c.closeTraffic()
+	ends := map[string]int64{}
 	for _, n := range c.Nodes() {
 		if err := n.Kind().Reset(ctx, n.Addr()); err != nil {
 			return fmt.Errorf("cluster: reset %s: %w", n.Name, err)
 		}
+		if fi, err := os.Stat(n.LogFile()); err == nil {
+			ends[n.Name] = fi.Size()
+		}
 	}
+	c.mu.Lock()
+	c.logEnds = ends
+	c.mu.Unlock()
 	return nil
+}
+
+// LogEnds is where each local node's log (Node.LogFile) ended once the
+// last Reset was done, nil before one: what the run before it left ends
+// there, the lines its reset made included (a PostgreSQL session it
+// terminated logs its end before the reset goes on).
+func (c *Cluster) LogEnds() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logEnds
 }
 
 // reusable says why the node cannot serve another run, or nil.

@@ -188,7 +188,9 @@ func postgresReady(ctx context.Context, addr string) (int, error) {
 // it again as initdb leaves it, and checks no other session and no
 // relation in public is left.
 func postgresReset(ctx context.Context, addr string) error {
-	c, err := pgx.Connect(ctx, postgresDSN(addr))
+	// Named, so a kept run's copy of the log (engine/serverlogs.go) tells
+	// the reset's session from its clients'.
+	c, err := pgx.Connect(ctx, postgresDSN(addr)+" application_name=locktorture-reset")
 	if err != nil {
 		return err
 	}

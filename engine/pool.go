@@ -61,7 +61,7 @@ const settleWithin = 10 * time.Second
 // report as its own failure.
 func (r *runner) release(ctx context.Context, failed error) {
 	calm := ctx.Err() == nil && r.settled()
-	r.copyLogs()
+	r.copyLogs(nil)
 	if r.o.Pool == nil || r.poolKey == "" || !calm || failed != nil || r.env.Gate.Err() != nil {
 		r.cl.Close()
 		return
@@ -71,6 +71,7 @@ func (r *runner) release(ctx context.Context, failed error) {
 		return
 	}
 	r.parked = true
+	r.copyLogs(r.cl.LogEnds())
 }
 
 // settled waits for the actions the schedule put off to end, for at most
@@ -96,7 +97,9 @@ func (r *runner) settled() bool {
 // them.
 func (r *runner) closeCluster() {
 	if r.cl != nil && !r.parked {
-		r.copyLogs()
+		if !r.logsCopied {
+			r.copyLogs(nil)
+		}
 		r.cl.Close()
 	}
 }

@@ -108,7 +108,7 @@ type runner struct {
 	early bool
 
 	// logFrom is where each node's log ended as the run took servers
-	// another run left (markLogs); logsCopied says copyLogs did its work.
+	// another run left (markLogs); logsCopied says copyLogs copied them.
 	logFrom    map[string]int64
 	logsCopied bool
 

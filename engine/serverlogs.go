@@ -7,6 +7,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 )
 
 // A run that did not match its expectation keeps what its local servers
@@ -17,9 +18,10 @@ import (
 // them, since the next run's lines follow in the same file and a stopped
 // node's directory is removed, and dropped again once the run is judged
 // and matched. A server writes some lines after the clients have gone (a
-// session's end, PostgreSQL's once its backend reads the close): those of
-// the run's last milliseconds may miss the copy, and a pool's reset, which
-// ends what sessions are left, logs into the next run's.
+// session's end, PostgreSQL's once its backend reads the close), so where
+// the pool keeps the servers they are copied again once its reset has
+// ended what was left (cluster.Cluster.LogEnds); a run that stops its
+// servers may miss its last milliseconds' lines.
 
 // serverLogsDir is where a run keeps its servers' logs.
 const serverLogsDir = "servers"
@@ -41,9 +43,10 @@ func (r *runner) markLogs() {
 }
 
 // copyLogs copies each node's log, from where the run's lines start to
-// where they end now, into the run's directory, once.
-func (r *runner) copyLogs() {
-	if r.logsCopied || r.cl == nil || r.res == nil || r.res.Dir == "" {
+// ends (nil: to where each ends now), into the run's directory, over an
+// earlier copy.
+func (r *runner) copyLogs(ends map[string]int64) {
+	if r.cl == nil || r.res == nil || r.res.Dir == "" {
 		return
 	}
 	r.logsCopied = true
@@ -52,12 +55,18 @@ func (r *runner) copyLogs() {
 		if src == "" {
 			continue
 		}
+		to, ok := ends[n.Name]
+		if !ok {
+			to = -1
+		}
 		name := path.Join(serverLogsDir, n.Name+".log") // a link on the run's page too
-		if err := copyTail(src, r.logFrom[n.Name], filepath.Join(r.res.Dir, filepath.FromSlash(name))); err != nil {
+		if err := copyTail(src, r.logFrom[n.Name], to, filepath.Join(r.res.Dir, filepath.FromSlash(name))); err != nil {
 			r.logf("the log of %s not kept: %v", n.Name, err)
 			continue
 		}
-		r.res.ServerLogs = append(r.res.ServerLogs, name)
+		if !slices.Contains(r.res.ServerLogs, name) {
+			r.res.ServerLogs = append(r.res.ServerLogs, name)
+		}
 	}
 }
 
@@ -71,9 +80,9 @@ func (r *runner) dropLogs() {
 	}
 }
 
-// copyTail copies src from offset from to its end, at most serverLogMax
-// bytes of it, the last ones, to dst.
-func copyTail(src string, from int64, dst string) error {
+// copyTail copies src from offset from to offset to (below 0: its end),
+// at most serverLogMax bytes of it, the last ones, to dst.
+func copyTail(src string, from, to int64, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
@@ -84,8 +93,11 @@ func copyTail(src string, from int64, dst string) error {
 		return err
 	}
 	end := fi.Size()
+	if to >= 0 {
+		end = min(end, to)
+	}
 	if end < from {
-		return fmt.Errorf("%s is %d bytes, shorter than the %d it had as the run began", src, end, from)
+		return fmt.Errorf("%s ends at %d bytes, before the %d it had as the run began", src, end, from)
 	}
 	from = max(from, end-serverLogMax)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
