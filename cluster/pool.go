@@ -26,19 +26,27 @@ func (c *Cluster) Reset(ctx context.Context) error {
 		return err
 	}
 	c.closeTraffic()
-	ends := map[string]int64{}
 	for _, n := range c.Nodes() {
 		if err := n.Kind().Reset(ctx, n.Addr()); err != nil {
 			return fmt.Errorf("cluster: reset %s: %w", n.Name, err)
 		}
-		if fi, err := os.Stat(n.LogFile()); err == nil {
-			ends[n.Name] = fi.Size()
-		}
 	}
+	ends := c.LogSizes()
 	c.mu.Lock()
 	c.logEnds = ends
 	c.mu.Unlock()
 	return nil
+}
+
+// LogSizes is how long each local node's log (Node.LogFile) is now.
+func (c *Cluster) LogSizes() map[string]int64 {
+	sizes := map[string]int64{}
+	for _, n := range c.Nodes() {
+		if fi, err := os.Stat(n.LogFile()); err == nil {
+			sizes[n.Name] = fi.Size()
+		}
+	}
+	return sizes
 }
 
 // LogEnds is where each local node's log (Node.LogFile) ended once the

@@ -33,14 +33,7 @@ const serverLogMax = 1 << 20
 // markLogs notes where each node's log ends as the run takes servers
 // another run left (after the pool's reset and check of them): its own
 // lines start there. A run's own servers log from their start.
-func (r *runner) markLogs() {
-	r.logFrom = map[string]int64{}
-	for _, n := range r.cl.Nodes() {
-		if fi, err := os.Stat(n.LogFile()); err == nil {
-			r.logFrom[n.Name] = fi.Size()
-		}
-	}
-}
+func (r *runner) markLogs() { r.logFrom = r.cl.LogSizes() }
 
 // copyLogs copies each node's log, from where the run's lines start to
 // ends (nil: to where each ends now), into the run's directory, over an
