@@ -68,6 +68,7 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	err = r.judge()
 	if err == nil {
 		r.dropLogs()
+		r.keepCommands()
 	}
 	return r.res, err
 }

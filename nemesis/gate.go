@@ -38,6 +38,8 @@ type Gate struct {
 	hold trapHold
 	// springing counts the traps sprung and not yet over (Idle).
 	springing int
+	// trace is when each command was sent and answered (Trace).
+	trace trace
 }
 
 // trapHold is the gate's Hold: what it was told, whether ready said yes

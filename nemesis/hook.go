@@ -117,7 +117,9 @@ func (h *hook) around(ctx context.Context, cmds []redis.Cmder, send func(context
 			return crashed(cmds)
 		}
 	}
+	id := h.g.traceSend(h.client, h.process, args)
 	err := send(ctx)
+	h.g.traceReply(id, cmds, err)
 	for i, cmd := range cmds {
 		if err := h.g.Boundary(ctx, h.client, h.process, at[i], true, Succeeded(cmd)); err != nil {
 			return crashed(cmds)

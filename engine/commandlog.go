@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// commandLogFile is where a run that did not match its expectation keeps
+// when each command of its locks' connections was sent and answered
+// (nemesis.Gate.WriteTrace): beside its servers' logs, what a verdict
+// that surprised may hang on.
+const commandLogFile = "commands.tsv"
+
+// keepCommands writes the gate's trace for a judged run that did not
+// match; a matched run keeps none, as it keeps no server logs.
+func (r *runner) keepCommands() {
+	if r.res == nil || r.res.Matched || r.res.Dir == "" || r.env == nil || r.env.Gate == nil {
+		return
+	}
+	cmds, _ := r.env.Gate.Trace()
+	if len(cmds) == 0 {
+		return // a lock whose connections are not the gate's (a service's, a worker's)
+	}
+	f, err := os.Create(filepath.Join(r.res.Dir, commandLogFile))
+	if err == nil {
+		err = r.env.Gate.WriteTrace(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		r.logf("the commands' log not kept: %v", err)
+		return
+	}
+	r.res.CommandLog = commandLogFile
+}

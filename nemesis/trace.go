@@ -1,0 +1,170 @@
+package nemesis
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The gate keeps, for the run, when each command of a lock's connections
+// in this process was sent and when its reply was handed up (Trace): a
+// verdict the lateness meter does not explain can hang on one command's
+// timing (a watchdog's renewal that reached the node after the key had
+// lapsed, a waiter's SET on a promoted replica), which neither the history
+// (ops, not commands) nor a server's log holds. The engine writes it out
+// for a run that did not match its expectation. A worker process's
+// commands are not in it: the harness hears of them, but not when they
+// reached the wire.
+
+// Traced is one command of a lock's connection.
+type Traced struct {
+	// Sent is when the command met the gate before it was written, and
+	// Answered when its reply was handed up (0: never, the process died
+	// or the run ended first), in the run's harness ns, as the history's.
+	Sent, Answered  int64
+	Client, Process int
+	// Op is the client's lock op as the command was sent
+	// (history.Acquire, history.Release), Renewal between two ops of
+	// the process, or "retired" for a process its client has replaced.
+	Op string
+	// Command is its shape, as the profile names it ("SET NX",
+	// "EVALSHA <digest>"), and Key its key.
+	Command, Key string
+	// Reply is the reply's value or error, shortened.
+	Reply string
+}
+
+// traceMax bounds the commands kept: the latest, since a verdict is made
+// at the story's end, and a run of an hour sends millions.
+const traceMax = 1 << 16
+
+// trace is the gate's record of commands. Its lock is its own: every
+// command takes it twice, beside the gate's.
+type trace struct {
+	mu sync.Mutex
+	// cmds holds the commands from the base-th on; dropped counts those
+	// let go to keep traceMax.
+	cmds          []Traced
+	base, dropped int
+}
+
+// traceSend notes cmds as sent by process of client now, and returns the
+// id of the first.
+func (g *Gate) traceSend(client, process int, cmds [][]string) int {
+	op := g.opOf(client, process)
+	now := g.rec.Now()
+	t := &g.trace
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.cmds)+len(cmds) > 2*traceMax {
+		n := len(t.cmds) - traceMax
+		t.cmds = append(t.cmds[:0], t.cmds[n:]...)
+		t.base, t.dropped = t.base+n, t.dropped+n
+	}
+	id := t.base + len(t.cmds)
+	for _, args := range cmds {
+		s := newSent(args)
+		c := Traced{Sent: now, Client: client, Process: process, Op: op, Command: s.shape(), Key: s.key}
+		if len(s.args) > 0 && setUp[s.args[0]] {
+			c.Key = "" // HELLO's protocol, SCRIPT LOAD's script
+		}
+		t.cmds = append(t.cmds, c)
+	}
+	return id
+}
+
+// traceReply notes the replies of the commands traceSend numbered from id;
+// err is what sending them returned, which go-redis sets on a lone
+// command only once the hooks have returned.
+func (g *Gate) traceReply(id int, cmds []redis.Cmder, err error) {
+	now := g.rec.Now()
+	t := &g.trace
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, cmd := range cmds {
+		if j := id + i - t.base; j >= 0 && j < len(t.cmds) {
+			t.cmds[j].Answered, t.cmds[j].Reply = now, replyText(cmd, err)
+		}
+	}
+}
+
+// opOf is the lock op process of client is in, as a trace names it.
+func (g *Gate) opOf(client, process int) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.clients[client]
+	switch {
+	case c == nil || c.op == nil || c.op.f == "" && c.op.process == process:
+		return Renewal
+	case c.op.process != process:
+		return "retired"
+	}
+	return c.op.f
+}
+
+// replyText is cmd's reply as a trace shows it: its error (or the
+// send's), or its value cut to 40 bytes.
+func replyText(cmd redis.Cmder, sendErr error) string {
+	if err := cmd.Err(); err != nil {
+		return "error: " + err.Error()
+	}
+	if sendErr != nil {
+		return "error: " + sendErr.Error()
+	}
+	var v any
+	switch c := cmd.(type) {
+	case *redis.Cmd:
+		v = c.Val()
+	case *redis.StatusCmd:
+		v = c.Val()
+	case *redis.IntCmd:
+		v = c.Val()
+	case *redis.BoolCmd:
+		v = c.Val()
+	case *redis.StringCmd:
+		v = c.Val()
+	default:
+		return "ok"
+	}
+	s := fmt.Sprint(v)
+	if len(s) > 40 {
+		s = s[:40] + "…"
+	}
+	return s
+}
+
+// Trace is the commands kept, oldest first, and how many older ones were
+// let go.
+func (g *Gate) Trace() (cmds []Traced, dropped int) {
+	t := &g.trace
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]Traced(nil), t.cmds...), t.dropped
+}
+
+// WriteTrace writes the trace as tab-separated lines under a header, the
+// times in seconds from the run's start, as a report shows the history's.
+func (g *Gate) WriteTrace(w io.Writer) error {
+	cmds, dropped := g.Trace()
+	b := bufio.NewWriter(w)
+	if dropped > 0 {
+		fmt.Fprintf(b, "# the first %d commands were let go; the last %d follow\n", dropped, len(cmds))
+	}
+	fmt.Fprintln(b, "sent\tanswered\ttook_ms\tclient\tprocess\top\tcommand\tkey\treply")
+	for _, c := range cmds {
+		answered, took := "-", "-"
+		if c.Answered != 0 {
+			answered, took = seconds(c.Answered), fmt.Sprintf("%.1f", float64(c.Answered-c.Sent)/1e6)
+		}
+		fmt.Fprintf(b, "%s\t%s\t%s\tc%d\t%d\t%s\t%s\t%s\t%s\n", seconds(c.Sent), answered, took, c.Client, c.Process, c.Op,
+			c.Command, c.Key, strings.NewReplacer("\t", " ", "\n", " ").Replace(c.Reply))
+	}
+	return b.Flush()
+}
+
+// seconds shows harness ns as seconds to the microsecond.
+func seconds(ns int64) string { return fmt.Sprintf("%.6f", float64(ns)/1e9) }
