@@ -11,8 +11,9 @@ import (
 // that surprised may hang on.
 const commandLogFile = "commands.tsv"
 
-// keepCommands writes the gate's trace for a judged run that did not
-// match; a matched run keeps none, as it keeps no server logs.
+// keepCommands writes the gate's trace for a run that did not match its
+// expectation, or that failed once it had clients; a matched run keeps
+// none, as it keeps no server logs.
 func (r *runner) keepCommands() {
 	if r.res == nil || r.res.Matched || r.res.Dir == "" || r.env == nil || r.env.Gate == nil {
 		return

@@ -40,6 +40,9 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	// What any phase started is stopped here, the latest first, however
 	// Run returns: an error, a cancel, a panic.
 	defer r.cleanup()
+	// A run that did not match, or failed on the way, keeps its locks'
+	// commands; this runs before cleanup.
+	defer r.keepCommands()
 	if err := r.enterRoom(ctx); err != nil {
 		return nil, err
 	}
@@ -68,7 +71,6 @@ func Run(ctx context.Context, o Options) (*Result, error) {
 	err = r.judge()
 	if err == nil {
 		r.dropLogs()
-		r.keepCommands()
 	}
 	return r.res, err
 }

@@ -71,6 +71,11 @@ type client struct {
 	// out.
 	learnt   map[string]bool
 	learntBy int
+	// newest is the latest process a hook was made for (hooked), the
+	// client's current one: a trace calls an older one's commands
+	// retired.
+	newest int
+	hooked bool
 }
 
 // currentOp is a client's current lock op, as the traps select it.

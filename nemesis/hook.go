@@ -29,13 +29,24 @@ import (
 // traps is false for connections that are not the lock's (the protected
 // store's): they freeze and die with the client, but no trap selects them.
 func (g *Gate) Hook(client, process int, traps bool) redis.Hook {
+	g.hooking(client, process)
 	return &hook{g: g, client: client, process: process, traps: traps}
+}
+
+// hooking notes process as client's newest: hooks are made as a process
+// opens its connections.
+func (g *Gate) hooking(client, process int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	c := g.clientLocked(client)
+	c.newest, c.hooked = process, true
 }
 
 // HookCluster hooks a cluster client as Hook does a plain one: each of its
 // commands meets the gate once, whichever node it is routed or redirected
 // to, and every connection it dials to any node is the gate's.
 func (g *Gate) HookCluster(c *redis.ClusterClient, client, process int, traps bool) {
+	g.hooking(client, process)
 	h := &hook{g: g, client: client, process: process, traps: traps}
 	c.AddHook(h)
 	c.OnNewNode(func(n *redis.Client) { n.AddHook(dialOnly{h}) })
@@ -111,13 +122,13 @@ func (h *hook) around(ctx context.Context, cmds []redis.Cmder, send func(context
 	for i, c := range cmds {
 		args[i] = Args(c)
 	}
+	id := h.g.traceSend(h.client, h.process, args)
 	at := h.g.Sending(h.client, h.process, args)
 	for i := range cmds {
 		if err := h.g.Boundary(ctx, h.client, h.process, at[i], false, false); err != nil {
-			return crashed(cmds)
+			return crashed(cmds) // never written: unanswered in the trace
 		}
 	}
-	id := h.g.traceSend(h.client, h.process, args)
 	err := send(ctx)
 	h.g.traceReply(id, cmds, err)
 	for i, cmd := range cmds {

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The gate keeps, for the run, when each command of a lock's connections
-// in this process was sent and when its reply was handed up (Trace): a
+// The gate keeps, for the run, when the lock issued each command of its
+// connections in this process and when go-redis had its reply (Trace): a
 // verdict the lateness meter does not explain can hang on one command's
-// timing (a watchdog's renewal that reached the node after the key had
-// lapsed, a waiter's SET on a promoted replica), which neither the history
+// timing (a watchdog's renewal issued or answered too late to keep the
+// key, a waiter's SET on a promoted replica), which neither the history
 // (ops, not commands) nor a server's log holds. The engine writes it out
 // for a run that did not match its expectation. A worker process's
 // commands are not in it: the harness hears of them, but not when they
@@ -22,14 +22,18 @@ import (
 
 // Traced is one command of a lock's connection.
 type Traced struct {
-	// Sent is when the command met the gate before it was written, and
-	// Answered when its reply was handed up (0: never, the process died
-	// or the run ended first), in the run's harness ns, as the history's.
-	Sent, Answered  int64
+	// Issued is when the lock issued the command, before the gate's traps
+	// at its boundary and go-redis's wait for a connection, and Answered
+	// when go-redis had read its reply or failed, before a trap at the
+	// reply (0: never, the process was killed before it was written, or
+	// the run ended first), in the run's harness ns, as the history's:
+	// what lies between, a pause the history records included, is the
+	// command's whole wait.
+	Issued, Answered int64
 	Client, Process int
-	// Op is the client's lock op as the command was sent
-	// (history.Acquire, history.Release), Renewal between two ops of
-	// the process, or "retired" for a process its client has replaced.
+	// Op is what the process was doing as it issued the command
+	// (history.Acquire, history.Release, Renewal, "setup", "retired":
+	// Gate.opOf).
 	Op string
 	// Command is its shape, as the profile names it ("SET NX",
 	// "EVALSHA <digest>"), and Key its key.
@@ -52,25 +56,26 @@ type trace struct {
 	base, dropped int
 }
 
-// traceSend notes cmds as sent by process of client now, and returns the
-// id of the first.
+// traceSend notes cmds as issued by process of client now, and returns
+// the id of the first.
 func (g *Gate) traceSend(client, process int, cmds [][]string) int {
 	op := g.opOf(client, process)
-	now := g.rec.Now()
 	t := &g.trace
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.cmds)+len(cmds) > 2*traceMax {
-		n := len(t.cmds) - traceMax
+		n := min(len(t.cmds), max(0, len(t.cmds)+len(cmds)-traceMax))
 		t.cmds = append(t.cmds[:0], t.cmds[n:]...)
 		t.base, t.dropped = t.base+n, t.dropped+n
 	}
 	id := t.base + len(t.cmds)
-	for _, args := range cmds {
-		s := newSent(args)
-		c := Traced{Sent: now, Client: client, Process: process, Op: op, Command: s.shape(), Key: s.key}
-		if len(s.args) > 0 && setUp[s.args[0]] {
-			c.Key = "" // HELLO's protocol, SCRIPT LOAD's script
+	now := g.rec.Now()
+	for _, raw := range cmds {
+		s := newSent(raw)
+		c := Traced{Issued: now, Client: client, Process: process, Op: op, Command: s.shape()}
+		if len(s.args) > 0 && !setUp[s.args[0]] {
+			// As the lock spelled it, not as a trap matches it.
+			c.Key = commandKey(append([]string{s.args[0]}, raw[1:]...))
 		}
 		t.cmds = append(t.cmds, c)
 	}
@@ -92,16 +97,21 @@ func (g *Gate) traceReply(id int, cmds []redis.Cmder, err error) {
 	}
 }
 
-// opOf is the lock op process of client is in, as a trace names it.
+// opOf names what process of client is doing, for the trace: its lock op,
+// Renewal after an op of its ended and before its next (a command a
+// watchdog sends during an op carries the op's name), "setup" before its
+// first, and "retired" once the client has a newer process.
 func (g *Gate) opOf(client, process int) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	c := g.clients[client]
+	c := g.clientLocked(client)
 	switch {
-	case c == nil || c.op == nil || c.op.f == "" && c.op.process == process:
-		return Renewal
-	case c.op.process != process:
+	case c.hooked && c.newest != process:
 		return "retired"
+	case c.op == nil || c.op.process != process:
+		return "setup"
+	case c.op.f == "":
+		return Renewal
 	}
 	return c.op.f
 }
@@ -154,13 +164,13 @@ func (g *Gate) WriteTrace(w io.Writer) error {
 	if dropped > 0 {
 		fmt.Fprintf(b, "# the first %d commands were let go; the last %d follow\n", dropped, len(cmds))
 	}
-	fmt.Fprintln(b, "sent\tanswered\ttook_ms\tclient\tprocess\top\tcommand\tkey\treply")
+	fmt.Fprintln(b, "issued\tanswered\ttook_ms\tclient\tprocess\top\tcommand\tkey\treply")
 	for _, c := range cmds {
 		answered, took := "-", "-"
 		if c.Answered != 0 {
-			answered, took = seconds(c.Answered), fmt.Sprintf("%.1f", float64(c.Answered-c.Sent)/1e6)
+			answered, took = seconds(c.Answered), fmt.Sprintf("%.1f", float64(c.Answered-c.Issued)/1e6)
 		}
-		fmt.Fprintf(b, "%s\t%s\t%s\tc%d\t%d\t%s\t%s\t%s\t%s\n", seconds(c.Sent), answered, took, c.Client, c.Process, c.Op,
+		fmt.Fprintf(b, "%s\t%s\t%s\tc%d\t%d\t%s\t%s\t%s\t%s\n", seconds(c.Issued), answered, took, c.Client, c.Process, c.Op,
 			c.Command, c.Key, strings.NewReplacer("\t", " ", "\n", " ").Replace(c.Reply))
 	}
 	return b.Flush()

@@ -10,26 +10,44 @@ import (
 	"github.com/locktorture/locktorture/history"
 )
 
-// Past twice traceMax commands the trace lets the oldest go, keeps the
-// latest traceMax or more, and a reply still finds its command.
+// Past twice traceMax commands the trace lets the oldest go and keeps the
+// latest traceMax or more; a reply finds its command however many came
+// after it, and one whose command was let go changes nothing.
 func TestTraceKeepsTheLatestCommands(t *testing.T) {
 	g := NewGate(history.NewRecorder(nil, 0))
-	n := 2*traceMax + 10
-	for i := range n {
-		key := "k" + strconv.Itoa(i)
-		cmd := redis.NewStatusCmd(context.Background(), "set", key, "v")
-		id := g.traceSend(0, 0, [][]string{{"set", key, "v"}})
+	ok := func() []redis.Cmder {
+		cmd := redis.NewStatusCmd(context.Background(), "set")
 		cmd.SetVal("OK")
-		g.traceReply(id, []redis.Cmder{cmd}, nil)
+		return []redis.Cmder{cmd}
 	}
+	send := func(key string) int { return g.traceSend(0, 0, [][]string{{"set", key, "v"}}) }
+	first := send("first")
+	for i := range 2*traceMax - 2 {
+		g.traceReply(send("k"+strconv.Itoa(i)), ok(), nil)
+	}
+	waiting := send("waiting") // the last before the trace lets older ones go
+	n := 20
+	for i := range n {
+		g.traceReply(send("k"+strconv.Itoa(i)), ok(), nil)
+	}
+	g.traceReply(first, ok(), nil)
+	g.traceReply(waiting, ok(), nil)
 	cmds, dropped := g.Trace()
-	if dropped+len(cmds) != n || len(cmds) < traceMax || len(cmds) > 2*traceMax {
-		t.Fatalf("kept %d, dropped %d of %d", len(cmds), dropped, n)
+	if total := 2*traceMax + n; dropped == 0 || dropped+len(cmds) != total || len(cmds) < traceMax || len(cmds) > 2*traceMax {
+		t.Fatalf("kept %d, dropped %d of %d", len(cmds), dropped, total)
 	}
-	for _, c := range []Traced{cmds[0], cmds[len(cmds)-1]} {
-		if c.Reply != "OK" || c.Answered == 0 {
-			t.Errorf("a kept command without its reply: %+v", c)
+	kept := false
+	for _, c := range cmds {
+		if c.Key == "first" {
+			t.Fatalf("the first command is still kept: %+v", c)
 		}
+		if c.Reply != "OK" || c.Answered == 0 {
+			t.Fatalf("a kept command without its reply: %+v", c)
+		}
+		kept = kept || c.Key == "waiting"
+	}
+	if !kept {
+		t.Errorf("the command answered after the trace let older ones go is not kept")
 	}
 	if last := cmds[len(cmds)-1]; last.Key != "k"+strconv.Itoa(n-1) {
 		t.Errorf("the latest command kept: %+v", last)
@@ -37,7 +55,7 @@ func TestTraceKeepsTheLatestCommands(t *testing.T) {
 }
 
 // BenchmarkTrace is what the trace adds to each command of a lock's
-// connection: its note as sent and as answered.
+// connection: its note as issued and as answered.
 //
 //	go test -run '^$' -bench Trace ./nemesis/
 func BenchmarkTrace(b *testing.B) {
