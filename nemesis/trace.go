@@ -30,7 +30,7 @@ type Traced struct {
 	// what lies between, a pause the history records included, is the
 	// command's whole wait.
 	Issued, Answered int64
-	Client, Process int
+	Client, Process  int
 	// Op is what the process was doing as it issued the command
 	// (history.Acquire, history.Release, Renewal, "setup", "retired":
 	// Gate.opOf).
