@@ -6,9 +6,9 @@ import (
 )
 
 // commandLogFile is where a run that did not match its expectation keeps
-// when each command of its locks' connections was sent and answered
-// (nemesis.Gate.WriteTrace): beside its servers' logs, what a verdict
-// that surprised may hang on.
+// when the lock issued each command of its connections and when it was
+// answered (nemesis.Gate.WriteTrace): beside its servers' logs, what a
+// verdict that surprised may hang on.
 const commandLogFile = "commands.tsv"
 
 // keepCommands writes the gate's trace for a run that did not match its

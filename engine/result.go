@@ -64,8 +64,8 @@ type Result struct {
 	// logged while the run had it (engine/serverlogs.go).
 	ServerLogs []string `json:"server_logs,omitempty"`
 	// CommandLog is the file, relative to Dir, in which a run that did
-	// not match keeps when each command of its locks' connections was
-	// sent and answered (engine/commandlog.go).
+	// not match keeps when the lock issued each command of its
+	// connections and when it was answered (engine/commandlog.go).
 	CommandLog string `json:"command_log,omitempty"`
 	// Seats are how many of the machine room's seats the run held (every
 	// one for a run alone), from Started for Held, until it gave them up.
