@@ -156,10 +156,10 @@ func (g *Gate) Trace() (cmds []Traced, dropped int) {
 	return append([]Traced(nil), t.cmds...), t.dropped
 }
 
-// WriteTrace writes the trace as tab-separated lines under a header, the
-// times in seconds from the run's start, as a report shows the history's.
-func (g *Gate) WriteTrace(w io.Writer) error {
-	cmds, dropped := g.Trace()
+// WriteTrace writes a trace (Gate.Trace's) as tab-separated lines under a
+// header, the times in seconds from the run's start, as a report shows the
+// history's.
+func WriteTrace(w io.Writer, cmds []Traced, dropped int) error {
 	b := bufio.NewWriter(w)
 	if dropped > 0 {
 		fmt.Fprintf(b, "# the first %d commands were let go; the last %d follow\n", dropped, len(cmds))
@@ -171,10 +171,13 @@ func (g *Gate) WriteTrace(w io.Writer) error {
 			answered, took = seconds(c.Answered), fmt.Sprintf("%.1f", float64(c.Answered-c.Issued)/1e6)
 		}
 		fmt.Fprintf(b, "%s\t%s\t%s\tc%d\t%d\t%s\t%s\t%s\t%s\n", seconds(c.Issued), answered, took, c.Client, c.Process, c.Op,
-			c.Command, c.Key, strings.NewReplacer("\t", " ", "\n", " ").Replace(c.Reply))
+			c.Command, c.Key, oneField.Replace(c.Reply))
 	}
 	return b.Flush()
 }
+
+// oneField keeps a reply to its own field and line.
+var oneField = strings.NewReplacer("\t", " ", "\n", " ")
 
 // seconds shows harness ns as seconds to the microsecond.
 func seconds(ns int64) string { return fmt.Sprintf("%.6f", float64(ns)/1e9) }

@@ -70,7 +70,7 @@ func TestTraceKeepsEachCommandWithItsOpAndReply(t *testing.T) {
 		t.Errorf("the paused client's PEXPIRE was answered %v after the pause began, want its 300 ms", late)
 	}
 	var b bytes.Buffer
-	if err := g.WriteTrace(&b); err != nil {
+	if err := nemesis.WriteTrace(&b, all, dropped); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")

@@ -60,7 +60,7 @@ var runPage = template.Must(template.New("run").Parse(`<!doctype html>
 <li><a href="results.json">results.json</a>: verdicts and details</li>
 <li><a href="cluster.json">cluster.json</a>: the nodes, their ports and pids</li>
 {{range .R.ServerLogs}}<li><a href="{{.}}">{{.}}</a>: what the server logged while the run had it, kept since the run did not match</li>
-{{end}}{{with .R.CommandLog}}<li><a href="{{.}}">{{.}}</a>: when each command of the lock's connections was sent and answered, kept since the run did not match</li>
+{{end}}{{with .R.CommandLog}}<li><a href="{{.}}">{{.}}</a>: when the lock issued each command of its connections and when it was answered, kept since the run did not match</li>
 {{end}}</ul>
 </body></html>`))
 
