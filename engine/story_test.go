@@ -185,10 +185,12 @@ func TestAnElectionThatOutlastsTheRunIsStarved(t *testing.T) {
 // pause left) leaves the run starved, not judged, whether the fill ends
 // late or the run's end cuts it short (as on a machine still installing
 // itself); so does one the run's end cuts short while the holder is still
-// paused (a fill begun 1 TTL after the trap springs, in a run of 2 TTL
-// and a pause of 2.5: idle, a 256 MiB fill takes longer than the 1.7 TTL
-// the first case leaves it); one with room (4 MiB, 1.7 s left, where
-// make test's load once stretched such a fill to 640 ms) is judged.
+// paused (a run of 2 TTL and a pause of 2.5, the run's end 1.7 TTL after
+// the trap springs, the fill begun 1.3 TTL after it: 0.4 s for 480 MiB,
+// about 3,500 keys of them one round trip each, where a 256 MiB fill took
+// 1.6 s here idle and under 0.7 s on a faster machine); one with room
+// (4 MiB, 1.7 s left, where make test's load once stretched such a fill
+// to 640 ms) is judged.
 func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 	for _, tc := range []struct {
 		name, maxmemory string
@@ -197,7 +199,7 @@ func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 		wantStarved     bool
 	}{
 		{"256mb", "256mb", time.Second, 0.2, 0.05, true},
-		{"256mb-past-the-end", "256mb", time.Second, 2.5, 1, true},
+		{"480mb-past-the-end", "480mb", time.Second, 2.5, 1.3, true},
 		{"4mb", "4mb", 2 * time.Second, 0.9, 0.05, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
