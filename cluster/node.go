@@ -97,6 +97,19 @@ type NodeInfo struct {
 // instead; this is for the harness's out-of-band checks and admin commands.
 func (n *Node) Addr() string { return n.srv.Addr() }
 
+// Answers says whether the node's process accepts a connection on its
+// address: a member of an ensemble does once it is up, before a quorum
+// lets it serve (Kind.Ready), so a restart can be timed by its start alone.
+func (n *Node) Answers(ctx context.Context) bool {
+	d := net.Dialer{Timeout: 200 * time.Millisecond}
+	c, err := d.DialContext(ctx, "tcp", n.Addr())
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}
+
 // PID is the pid of a local node's running process, 0 when it is down or
 // is not a local process.
 func (n *Node) PID() int { return n.srv.Info().PID }

@@ -46,6 +46,37 @@ func (n *Nemesis) RestartNode(ctx context.Context, node string, delay time.Durat
 	return record(n.rec, fault.Restart, v, func() error { return nd.Restart(ctx, delay) })
 }
 
+// RestartMember starts a killed member of an ensemble again at once. Its
+// op completes when the member's process answers on its port (its own
+// start), not when it serves: a member serves only once a quorum has
+// formed, which may wait for members started after it. The channel says
+// how the start ended: nil once the member leads or follows.
+func (n *Nemesis) RestartMember(ctx context.Context, node string) (<-chan error, error) {
+	nd, err := n.node(node)
+	if err != nil {
+		return nil, err
+	}
+	served := make(chan error, 1)
+	v := &history.Value{Target: node, Usual: int64(nd.Kind().Recovery), Site: &history.Site{Node: node}}
+	err = record(n.rec, fault.Restart, v, func() error {
+		go func() { served <- nd.Start(ctx) }()
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for !nd.Answers(ctx) {
+			select {
+			case err := <-served:
+				served <- err
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-tick.C:
+			}
+		}
+		return nil
+	})
+	return served, err
+}
+
 // Promote makes replica the master by hand (REPLICAOF NO ONE) and points
 // the clients that dial through primary at it.
 func (n *Nemesis) Promote(ctx context.Context, primary *cluster.Primary, replica string) error {

@@ -62,7 +62,7 @@ type ActionKind struct {
 }
 
 // actionFamilies are the files of actions, each a family of faults.
-var actionFamilies = [][]ActionKind{networkActions, nodeActions, failoverActions, clockActions, clientActions, {healAllAction}}
+var actionFamilies = [][]ActionKind{networkActions, nodeActions, ensembleActions, failoverActions, clockActions, clientActions, {healAllAction}}
 
 // actions are the actions of a plan, by name and by alias. It is filled
 // in init: arm and when-acquiring compile actions of their own through it.

@@ -107,7 +107,7 @@ func ensembleRestartStory() Scenario {
 		Plan: Plan{arm(1, Trap{Point: workloads.BeforeRelease, Client: "any", Pause: TTLs(0.1), Stall: true,
 			Then: []Action{{Do: "kill", Node: "n1"}, {Do: "kill", Node: "n2"}, {Do: "kill", Node: "n3"},
 				{Do: "partition", Cuts: []Cut{{From: "every client", Nodes: []string{"all"}}}},
-				{Do: "restart", Node: "n1", Delay: TTLs(0.4)}, {Do: "restart", Node: "n2", Delay: TTLs(0.4)}, {Do: "restart", Node: "n3", Delay: TTLs(0.4)},
+				{Do: "restart-ensemble", Delay: TTLs(0.4), For: TTLs(1.2)},
 				{Do: "heal-once-led", Delay: TTLs(1.1)}},
 			Wake: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.5), Stall: true})}})},
 	}
