@@ -186,6 +186,47 @@ func BenchmarkZooKeeperEnsembleStart(b *testing.B) {
 // backend answers with new ports, not as a failed server or a ready one.
 // In an ensemble of three whose other two never start, the member exits
 // before it is ready; alone, it leads (and answers) before it exits.
+// A member started again alone, its ensemble down, answers on its port
+// and serves nothing until a second member joins it: its start can be
+// timed apart from the quorum's (scenario's restart-ensemble does).
+func TestZooKeeperMemberAnswersBeforeItServes(t *testing.T) {
+	needZooKeeper(t)
+	ctx := context.Background()
+	c, nodes := startZooKeeper(t)
+	defer c.Close()
+	for _, n := range nodes {
+		if err := n.Kill(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if nodes[0].Answers(ctx) {
+		t.Fatalf("%s answers, killed", nodes[0].Name)
+	}
+	served := make(chan error, 1)
+	go func() { served <- nodes[0].Start(ctx) }()
+	for !nodes[0].Answers(ctx) {
+		select {
+		case err := <-served:
+			t.Fatalf("%s's start ended (%v) before it answered", nodes[0].Name, err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if role, err := nodes[0].Role(ctx); err == nil {
+		t.Fatalf("%s alone says it is a %s", nodes[0].Name, role)
+	}
+	select {
+	case err := <-served:
+		t.Fatalf("%s's start ended (%v) with no quorum", nodes[0].Name, err)
+	case <-time.After(time.Second):
+	}
+	if err := nodes[1].Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("%s once %s joined: %v", nodes[0].Name, nodes[1].Name, err)
+	}
+}
+
 func TestZooKeeperTakenElectionPortIsAddrInUse(t *testing.T) {
 	needZooKeeper(t)
 	for _, members := range []int{1, 3} {

@@ -240,3 +240,35 @@ func TestATrapsActionsAreCutShortByTheRunsEnd(t *testing.T) {
 		t.Error("then: an action's own failure must stay the run's error")
 	}
 }
+
+// restart-ensemble starts the others so that the ensemble serves when
+// asked, by how long the first member took to answer: later on a fast
+// machine, and at once where the first has not answered by the time that
+// would leave the others (the start is continuous there); and it refuses
+// a time to serve shorter than an election, or a lone lock node.
+func TestRestartEnsembleIsPacedByTheFirstMembersStart(t *testing.T) {
+	const ms = time.Millisecond
+	serve := 3600 * ms
+	if got := pacedLatest(serve); got != 933333333 {
+		t.Errorf("to serve at %s, the others wait for the first until %s, want 933.33ms", serve, got)
+	}
+	for _, tc := range []struct{ took, want time.Duration }{
+		{250 * ms, 2300 * ms},
+		{500 * ms, 1800 * ms},
+		{900 * ms, 1000 * ms},
+		{950 * ms, pacedLatest(serve)},
+		{3000 * ms, pacedLatest(serve)},
+	} {
+		if got := pacedStart(tc.took, serve); got != tc.want {
+			t.Errorf("first answered after %s, to serve at %s: the others start at %s, want %s", tc.took, serve, got, tc.want)
+		}
+	}
+	c := &compiler{e: &Env{TTL: time.Second, Nodes: []string{"n1", "n2", "n3"}}}
+	if _, _, err := c.action("p", Action{Do: "restart-ensemble", For: TTLs(0.5)}); err == nil || !strings.Contains(err.Error(), "for must be longer") {
+		t.Errorf("to serve sooner than an election: %v, want a refusal", err)
+	}
+	c.e.Nodes = c.e.Nodes[:1]
+	if _, _, err := c.action("p", Action{Do: "restart-ensemble", For: TTLs(1.2)}); err == nil || !strings.Contains(err.Error(), "two lock nodes") {
+		t.Errorf("one lock node: %v, want a refusal", err)
+	}
+}

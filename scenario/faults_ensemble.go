@@ -11,41 +11,41 @@ import (
 
 // ensembleActions are the faults of a whole ensemble at once.
 var ensembleActions = []ActionKind{
-	{Name: "restart-ensemble", Ops: ops(fault.Restart), Needs: []string{"delay", "for"}, delays: true,
-		Help: "start every killed lock node again, the first at once and the others so that the ensemble serves about for TTLs from now, " +
-			"by how long the first took to start; delay TTLs from now at the latest",
+	{Name: "restart-ensemble", Ops: ops(fault.Restart), Needs: []string{"for"},
+		Help: "start every killed lock node again, the first at once and the others so that the ensemble serves about for TTLs later, " +
+			"by how long the first took to start",
 		compile: compileRestartEnsemble},
 }
 
 // compileRestartEnsemble compiles restart-ensemble. An ensemble restarted
 // whole serves a start and an election after its members are started,
-// which takes 0.9 s here idle and 5 s beside two busy loops; a story
-// that needs the ensemble back within a window of its own (ensemble-restart:
-// after the clients' sessions are declared lost, before their retries give
-// up) cannot hit it with a fixed delay on every machine. So the first member
-// starts at once, and how long it takes to answer, on the machine as it is,
-// times the others: on a fast machine they start late enough that the
-// ensemble serves about for after this action, on a slow one at delay.
+// which takes under a second on a fast machine and 5 s beside two busy
+// loops; a story that needs the ensemble back within a window of its own
+// (ensemble-restart: after the clients' sessions are declared lost,
+// before their retries give up) cannot hit it with a fixed delay on
+// every machine. So the first member starts at once, and how long it
+// takes to answer, on the machine as it is, times the others
+// (pacedStart).
 func compileRestartEnsemble(c *compiler, path string, a Action) (deed, string, error) {
-	serve, latest := a.For.in(c.e), a.Delay.in(c.e)
-	if latest > serve {
-		return nil, "", &fieldError{path + ".delay", fmt.Sprintf("the others' latest start (%s) comes after the ensemble is to serve (%s)", latest, serve)}
+	serve := a.For.in(c.e)
+	if serve <= electionAllowance {
+		return nil, "", &fieldError{path + ".for", fmt.Sprintf("an ensemble takes %s to elect once its members answer: for must be longer", electionAllowance)}
 	}
 	if len(c.e.Nodes) < 2 {
 		return nil, "", &fieldError{path, "restart-ensemble needs an ensemble of two lock nodes or more"}
 	}
 	return func(context.Context, int) error {
-			began := time.Now()
-			c.aside(func(bg context.Context) { c.e.Gate.Fail(bg, c.restartEnsemble(bg, began, serve, latest)) })
-			return nil
-		}, fmt.Sprintf("restart %s at once and the others to serve %s later (%s at the latest)",
-			c.e.Nodes[0], serve, latest), nil
+		began := time.Now()
+		c.aside(func(bg context.Context) { c.e.Gate.Fail(bg, c.restartEnsemble(bg, began, serve)) })
+		return nil
+	}, fmt.Sprintf("restart %s at once and the others to serve %s later", c.e.Nodes[0], serve), nil
 }
 
 // restartEnsemble starts the first lock node, waits until it answers or
-// latest has passed since began, and starts the others at the time
-// pacedStart picks; it returns once every member's start has ended.
-func (c *compiler) restartEnsemble(ctx context.Context, began time.Time, serve, latest time.Duration) error {
+// pacedStart's latest has passed since began, and starts the others at
+// the time pacedStart picks; it returns once every member's start has
+// ended.
+func (c *compiler) restartEnsemble(ctx context.Context, began time.Time, serve time.Duration) error {
 	first, rest := c.e.Nodes[0], c.e.Nodes[1:]
 	type start struct {
 		served <-chan error
@@ -60,9 +60,9 @@ func (c *compiler) restartEnsemble(ctx context.Context, began time.Time, serve, 
 	select {
 	case s := <-up:
 		firstUp = &s
-	case <-time.After(latest - time.Since(began)):
+	case <-time.After(pacedLatest(serve) - time.Since(began)):
 	}
-	at := pacedStart(time.Since(began), serve, latest)
+	at := pacedStart(time.Since(began), serve)
 	errs := make(chan error, len(rest))
 	for _, node := range rest {
 		go func() { errs <- c.e.Nemesis.RestartNode(ctx, node, max(0, at-time.Since(began))) }()
@@ -87,13 +87,17 @@ func (c *compiler) restartEnsemble(ctx context.Context, began time.Time, serve, 
 // JVM's start and the data's load; theirs share the cores), and then
 // elect and sync, which took 0.65 to 0.9 s more here, idle or beside two
 // busy loops (electionAllowance). So they start that long before the
-// ensemble is to serve, never before the first answered, and at latest
-// where the first took that long.
-func pacedStart(took, serve, latest time.Duration) time.Duration {
-	if took >= latest {
-		return latest
-	}
-	return max(took, serve-2*took-electionAllowance)
+// ensemble is to serve; where the first has not answered by the time
+// that would give (pacedLatest), the machine is slow, and they start then.
+func pacedStart(took, serve time.Duration) time.Duration {
+	return max(serve-2*took-electionAllowance, min(took, pacedLatest(serve)))
+}
+
+// pacedLatest is how long the others wait for the first member's
+// answer: a first that answers then gets the others started at once, so
+// the ensemble serves on time only if they are as quick as it was.
+func pacedLatest(serve time.Duration) time.Duration {
+	return (serve - electionAllowance) / 3
 }
 
 // electionAllowance is how long, after two members of an ensemble

@@ -70,29 +70,29 @@ func ensembleRestartStory() Scenario {
 	return Scenario{
 		Name:   "ensemble-restart",
 		NotFor: notFor("curator#1121 is a session expired on the client and kept on the ensemble, which a ZooKeeper lock recipe meets; a server of one's restart is server-crash", redis, etcd, postgres, memcached, mariadb),
-		Story: "Field (curator#1121, CURATOR-604): while one client holds the lock and the others wait, every member of the ensemble is killed " +
-			"and started again 0.4 sessions later, and the clients' links to it stay cut until it has elected a leader and at least 1.1 sessions " +
-			"after the kill, so it serves them nothing for more than a session. The restarted ensemble restores every session with a fresh timeout, but a client that declared " +
+		Story: "Field (curator#1121, CURATOR-604): while one client holds the lock and the others wait, every member of the ensemble is killed; " +
+			"one is started again at once and the others so that the ensemble serves about 1.2 sessions after the kill, and the clients' links to it " +
+			"stay cut until it has elected a leader and at least 1.1 sessions after the kill, so it serves them nothing for more than a session. The restarted ensemble restores every session with a fresh timeout, but a client that declared " +
 			"its session lost meanwhile has opened a new one, while its old lock node lives on: the holder releases, a waiter finds its old node " +
 			"first and takes the lock, works on (1.5 sessions), and the old session's expiry deletes that node under it.",
 		// Three-second sessions. A client gets back when the cut heals,
 		// plus the ZooKeeper client's reconnect pause (up to 1 s), and
 		// that must come after Curator counts its session out (a session
 		// after the kill), before the restored sessions' fresh timeout
-		// ends the waiters' old nodes (about 3 s after the election), and
-		// before a waiter's retries give up (about 6.3 s after the kill:
-		// a connection timeout after the LOST, and a retry's sleep). The
-		// members' start and election take 0.9 s idle (their class-data
-		// archive) to 5 s beside two busy loops, wider than a fixed heal
-		// leaves room for: after a fast start the restored sessions
-		// expire before a client healed late is back. So the cut heals
-		// once a member leads, and no sooner than 1.1 sessions (LOST,
-		// with 0.3 s to spare), and the members restart 0.4 sessions
-		// after the kill: a fast start serves at 2.1 s, its sessions last
-		// until about 4.8 s, and the clients are back by 4.3 s. A later
-		// restart moves the slow end past the waiters' give-up (at 0.8
-		// sessions, one run in six). Waiters wait 8 sessions, longer
-		// than any of that.
+		// ends the waiters' old nodes (a session after the ensemble
+		// serves), and before a waiter's retries give up (about 6.3 s
+		// after the kill: a connection timeout after the LOST, and a
+		// retry's sleep). So the cut heals once a member leads, and no
+		// sooner than 1.1 sessions (LOST, with 0.3 s to spare), and the
+		// ensemble is to serve at 1.2 sessions (3.6 s): its old sessions
+		// then last until about 6.6 s, and the clients are back by about
+		// 4.6 s. Its members' start and election take under a second on
+		// a fast machine and up to 5 s beside two busy loops, so no fixed
+		// restart delay serves at 3.6 s on both (at 0.4 sessions a fast
+		// start serves at 2 s, and the old sessions expire before a
+		// waiter reads the children); restart-ensemble times the others'
+		// start by the first's. Waiters wait 8 sessions, longer than any
+		// of that.
 		TTL: 3 * time.Second, WaitTTLs: 8,
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 7,
 		Rules: []Rule{
@@ -107,7 +107,7 @@ func ensembleRestartStory() Scenario {
 		Plan: Plan{arm(1, Trap{Point: workloads.BeforeRelease, Client: "any", Pause: TTLs(0.1), Stall: true,
 			Then: []Action{{Do: "kill", Node: "n1"}, {Do: "kill", Node: "n2"}, {Do: "kill", Node: "n3"},
 				{Do: "partition", Cuts: []Cut{{From: "every client", Nodes: []string{"all"}}}},
-				{Do: "restart-ensemble", Delay: TTLs(0.4), For: TTLs(1.2)},
+				{Do: "restart-ensemble", For: TTLs(1.2)},
 				{Do: "heal-once-led", Delay: TTLs(1.1)}},
 			Wake: []Action{armed(Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.5), Stall: true})}})},
 	}
