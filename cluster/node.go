@@ -97,10 +97,13 @@ type NodeInfo struct {
 // instead; this is for the harness's out-of-band checks and admin commands.
 func (n *Node) Addr() string { return n.srv.Addr() }
 
-// Answers says whether the node's process accepts a connection on its
-// address: a member of an ensemble does once it is up, before a quorum
-// lets it serve (Kind.Ready), so a restart can be timed by its start alone.
-func (n *Node) Answers(ctx context.Context) bool {
+// Listens says whether the node's port accepts a connection: a member of
+// an ensemble listens once its JVM has started, before it loads its data
+// and long before a quorum lets it serve (Kind.Ready), so its own start
+// can be timed apart from the others'. The port is the node's, claimed
+// machine-wide (portPicker), so nothing else of the harness listens on
+// it; unlike Kind.Ready, who listens is not asked.
+func (n *Node) Listens(ctx context.Context) bool {
 	d := net.Dialer{Timeout: 200 * time.Millisecond}
 	c, err := d.DialContext(ctx, "tcp", n.Addr())
 	if err != nil {

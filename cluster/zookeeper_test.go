@@ -180,16 +180,10 @@ func BenchmarkZooKeeperEnsembleStart(b *testing.B) {
 	}
 }
 
-// TestZooKeeperTakenElectionPortIsAddrInUse holds a member's election port
-// before it starts: the JVM logs a stack trace, retries the bind and
-// exits 14, and the start must read that as a taken port, which the
-// backend answers with new ports, not as a failed server or a ready one.
-// In an ensemble of three whose other two never start, the member exits
-// before it is ready; alone, it leads (and answers) before it exits.
-// A member started again alone, its ensemble down, answers on its port
+// A member started again alone, its ensemble down, listens on its port
 // and serves nothing until a second member joins it: its start can be
 // timed apart from the quorum's (scenario's restart-ensemble does).
-func TestZooKeeperMemberAnswersBeforeItServes(t *testing.T) {
+func TestZooKeeperMemberListensBeforeItServes(t *testing.T) {
 	needZooKeeper(t)
 	ctx := context.Background()
 	c, nodes := startZooKeeper(t)
@@ -199,15 +193,15 @@ func TestZooKeeperMemberAnswersBeforeItServes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if nodes[0].Answers(ctx) {
-		t.Fatalf("%s answers, killed", nodes[0].Name)
+	if nodes[0].Listens(ctx) {
+		t.Fatalf("%s listens, killed", nodes[0].Name)
 	}
 	served := make(chan error, 1)
 	go func() { served <- nodes[0].Start(ctx) }()
-	for !nodes[0].Answers(ctx) {
+	for !nodes[0].Listens(ctx) {
 		select {
 		case err := <-served:
-			t.Fatalf("%s's start ended (%v) before it answered", nodes[0].Name, err)
+			t.Fatalf("%s's start ended (%v) before it listened", nodes[0].Name, err)
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -227,6 +221,12 @@ func TestZooKeeperMemberAnswersBeforeItServes(t *testing.T) {
 	}
 }
 
+// TestZooKeeperTakenElectionPortIsAddrInUse holds a member's election port
+// before it starts: the JVM logs a stack trace, retries the bind and
+// exits 14, and the start must read that as a taken port, which the
+// backend answers with new ports, not as a failed server or a ready one.
+// In an ensemble of three whose other two never start, the member exits
+// before it is ready; alone, it leads (and answers) before it exits.
 func TestZooKeeperTakenElectionPortIsAddrInUse(t *testing.T) {
 	needZooKeeper(t)
 	for _, members := range []int{1, 3} {

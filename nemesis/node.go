@@ -47,25 +47,28 @@ func (n *Nemesis) RestartNode(ctx context.Context, node string, delay time.Durat
 }
 
 // RestartMember starts a killed member of an ensemble again at once. Its
-// op completes when the member's process answers on its port (its own
-// start), not when it serves: a member serves only once a quorum has
-// formed, which may wait for members started after it. The channel says
-// how the start ended: nil once the member leads or follows.
+// op completes when the member listens on its port (its own start), not
+// when it serves: a member serves only once a quorum has formed, which
+// may wait for members started after it. So the op is judged against the
+// kind's Recovery, a start and a sync, loosely. The channel says how the
+// start ended: nil once the member leads or follows; a start that fails
+// after the member listened (not cut short by ctx) is recorded as a
+// failed restart then.
 func (n *Nemesis) RestartMember(ctx context.Context, node string) (<-chan error, error) {
 	nd, err := n.node(node)
 	if err != nil {
 		return nil, err
 	}
-	served := make(chan error, 1)
+	started, served := make(chan error, 1), make(chan error, 1)
 	v := &history.Value{Target: node, Usual: int64(nd.Kind().Recovery), Site: &history.Site{Node: node}}
+	go func() { started <- nd.Start(ctx) }()
 	err = record(n.rec, fault.Restart, v, func() error {
-		go func() { served <- nd.Start(ctx) }()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
-		for !nd.Answers(ctx) {
+		for !nd.Listens(ctx) {
 			select {
-			case err := <-served:
-				served <- err
+			case err := <-started:
+				started <- err
 				return err
 			case <-ctx.Done():
 				return ctx.Err()
@@ -74,7 +77,17 @@ func (n *Nemesis) RestartMember(ctx context.Context, node string) (<-chan error,
 		}
 		return nil
 	})
-	return served, err
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		err := <-started
+		if CutShort(ctx, err) != nil {
+			_ = record(n.rec, fault.Restart, &history.Value{Target: node, Site: v.Site}, func() error { return err })
+		}
+		served <- err
+	}()
+	return served, nil
 }
 
 // Promote makes replica the master by hand (REPLICAOF NO ONE) and points

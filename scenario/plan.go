@@ -54,8 +54,9 @@ type Action struct {
 	// sends) or "downstream" (what it hears); empty, both.
 	Direction string `json:"direction,omitempty"`
 	// By is how far a clock moves, For how long a fault lasts (a link's
-	// delay, how long a waiter has waited), Jitter how much a delay
-	// varies: each in TTLs.
+	// delay, how long a waiter has waited; for restart-ensemble, how long
+	// until the ensemble is to serve), Jitter how much a delay varies:
+	// each in TTLs.
 	By     Num `json:"by,omitzero"`
 	For    Num `json:"for,omitzero"`
 	Jitter Num `json:"jitter,omitzero"`

@@ -88,11 +88,11 @@ func ensembleRestartStory() Scenario {
 		// then last until about 6.6 s, and the clients are back by about
 		// 4.6 s. Its members' start and election take under a second on
 		// a fast machine and up to 5 s beside two busy loops, so no fixed
-		// restart delay serves at 3.6 s on both (at 0.4 sessions a fast
-		// start serves at 2 s, and the old sessions expire before a
-		// waiter reads the children); restart-ensemble times the others'
-		// start by the first's. Waiters wait 8 sessions, longer than any
-		// of that.
+		// restart delay serves at 3.6 s on both (one that lets a slow
+		// start serve in time has a fast one serve so early that the old
+		// sessions expire before a waiter reads the children);
+		// restart-ensemble times the others' start by the first's.
+		// Waiters wait 8 sessions, longer than any of that.
 		TTL: 3 * time.Second, WaitTTLs: 8,
 		TimeLimitTTLs: 8, MinTimeLimitTTLs: 7,
 		Rules: []Rule{
