@@ -29,7 +29,7 @@ var ensembleActions = []ActionKind{
 func compileRestartEnsemble(c *compiler, path string, a Action) (deed, string, error) {
 	serve := a.For.in(c.e)
 	if serve <= electionAllowance {
-		return nil, "", &fieldError{path + ".for", fmt.Sprintf("an ensemble takes %s to elect once its members answer: for must be longer", electionAllowance)}
+		return nil, "", &fieldError{path + ".for", fmt.Sprintf("an ensemble takes %s to elect once its members listen: for must be longer", electionAllowance)}
 	}
 	if len(c.e.Nodes) < 2 {
 		return nil, "", &fieldError{path, "restart-ensemble needs an ensemble of two lock nodes or more"}
