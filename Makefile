@@ -49,16 +49,9 @@ test:
 	@./scripts/step.sh build $(MAKE) --no-print-directory build
 	@./scripts/step.sh lint $(MAKE) --no-print-directory lint
 	@rm -f .matrix-done
-	@$(PRIORITY) ./scripts/step.sh "unit and matrix" $(MAKE) --no-print-directory -j2 --output-sync=target unit matrix MATRIX_DONE=.matrix-done
+	@./scripts/step.sh "unit and matrix" $(MAKE) --no-print-directory -j2 --output-sync=target unit matrix MATRIX_DONE=.matrix-done
 	@rm -f .matrix-done
 	@./scripts/step.sh docker-matrix $(MAKE) --no-print-directory docker-matrix
-
-# The unit tests' stories share the room with the matrix's, and the
-# matrix's command runs at engine.Nice where the kernel lets it; so the
-# unit lane runs there too, and neither's stories wait on the other's
-# judging. (GNU nice runs its command even where it is refused, so the
-# check reads the nice it got.)
-PRIORITY := $(shell [ "$$(nice -n -5 nice 2>/dev/null)" = "-5" ] && echo nice -n -5)
 
 # Compiles and links every test binary of both modules into .testbin
 # (go test would link them again on every run) and the matrix's command

@@ -86,9 +86,6 @@ type Result struct {
 	// SpawnWorkers is Options.SpawnWorkers: each worker was an interpreter
 	// of its own where it could have been a fork. A replay does the same.
 	SpawnWorkers bool `json:"spawn_workers,omitempty"`
-	// Nice is the nice value the harness ran the run at, and its servers
-	// and workers with it (Prioritize): 0 where nobody chose one.
-	Nice int `json:"nice,omitempty"`
 	// Ready is when every client was up and the schedule began (harness
 	// ns): nothing before it is judged for timing.
 	Ready int64 `json:"ready"`

@@ -179,7 +179,6 @@ func (r *runner) createRecorder() error {
 	r.res = &Result{Seats: r.seats, Scenario: s.Name, Lock: o.Lock, Backend: o.Backend, SpawnWorkers: o.SpawnWorkers, Story: s.Story, Expected: r.expected, Seed: o.Seed,
 		Clients: o.Clients, TTL: o.TTL.String(), TimeLimit: o.TimeLimit.String(), Started: started, Dir: dir, Probe: o.Probe, Params: o.Params,
 		Workload: o.Workload, Interval: o.Interval}
-	r.res.Nice, _ = NiceNow()
 	rec, err := history.Create(filepath.Join(dir, "history.jsonl"), o.Clients)
 	if err != nil {
 		return err

@@ -30,7 +30,6 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/locktorture/locktorture/engine"
 	"github.com/locktorture/locktorture/locks"
 	"github.com/locktorture/locktorture/worker"
 )
@@ -39,11 +38,6 @@ func main() {
 	register()
 	// Started as a client worker (-client-procs): serve the lock, then exit.
 	worker.ServeIfWorker(locks.Lookup)
-	// The harness, and the servers and workers it starts, run before the
-	// machine's other work where the kernel lets them (engine.Prioritize):
-	// a refusal leaves them at the nice they were started at, which every
-	// run records (results.json's nice).
-	_, _ = engine.Prioritize()
 	// The harness's heap is a few runs' histories, small beside the
 	// servers it starts: a collection at five times the live heap instead
 	// of twice marks it a quarter as often, and the marking was a tenth

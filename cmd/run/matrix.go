@@ -279,13 +279,9 @@ func (m *matrixRun) sayPlan(stdout io.Writer) {
 			sizes = append(sizes, "-"+name+" "+f.set.Lookup(name).Value.String())
 		}
 	}
-	nice := ""
-	if n, _ := engine.NiceNow(); n != 0 {
-		nice = fmt.Sprintf("; at nice %d, with its servers and workers", n)
-	}
-	fmt.Fprintf(stdout, "seed %d%s; %d pair(s), %d at a time%s; clients, ttl and time limit: %s%s\n",
+	fmt.Fprintf(stdout, "seed %d%s; %d pair(s), %d at a time%s; clients, ttl and time limit: %s\n",
 		f.seed, from("seed", "from the clock"), len(m.pairs), f.parallel, from("parallel", "the room's seats"),
-		cmp.Or(strings.Join(sizes, ", "), "each scenario's own (a run's block and its results.json say them)"), nice)
+		cmp.Or(strings.Join(sizes, ", "), "each scenario's own (a run's block and its results.json say them)"))
 }
 
 // sayEstimate says how long a matrix of more than one pair will take.
