@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -97,8 +99,13 @@ type Proc struct {
 	places  map[int64][]int // a send event's commands' places, for its reply event
 	why     error           // why the worker is gone
 	exit    error           // how the worker exited
-	reaped  bool            // wait has reaped it
-	closing bool            // Close has killed it
+	// stray holds the first lines, and the last, that the worker wrote
+	// on its stdout outside the protocol: a runtime that cannot start (a
+	// JVM without a working directory, PHP without an extension) says
+	// why there, and a hello that fails shows them (Start).
+	stray   []string
+	reaped  bool // wait has reaped it
+	closing bool // Close has killed it
 	// misbehaved is how the worker broke the protocol, once it has
 	// (ErrMisbehaved), for Misbehaved.
 	misbehaved error
@@ -139,9 +146,48 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 		if m := p.Misbehaved(); m != nil {
 			return nil, m
 		}
-		return nil, fmt.Errorf("worker for %s: hello: %w", o.Hello.Lock, err)
+		return nil, fmt.Errorf("worker for %s: hello: %w%s", o.Hello.Lock, err, p.wrote())
 	}
 	return p, nil
+}
+
+// strayKept is how many of a worker's first stray lines are kept, besides
+// its last: a JVM that cannot start writes its error in the first two,
+// then a stack.
+const strayKept = 3
+
+// keepStray keeps line, written outside the protocol, if it is among the
+// first strayKept such lines or, for now, the last.
+func (p *Proc) keepStray(line []byte) {
+	line = bytes.TrimSpace(line)
+	if len(line) == 0 {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.stray) > strayKept {
+		p.stray = p.stray[:strayKept]
+	}
+	p.stray = append(p.stray, string(line))
+}
+
+// wrote says what the worker wrote outside the protocol, for an error,
+// or "" when it wrote nothing there.
+func (p *Proc) wrote() string {
+	p.mu.Lock()
+	lines := slices.Clone(p.stray)
+	p.mu.Unlock()
+	if len(lines) == 0 {
+		return ""
+	}
+	if len(lines) > strayKept {
+		lines[strayKept] = "… " + lines[strayKept]
+	}
+	s := strings.Join(lines, " | ")
+	if len(s) > 400 {
+		s = s[:400] + "…"
+	}
+	return fmt.Sprintf("; it wrote %q", s)
 }
 
 // misbehave records how the worker broke the protocol, the first time,
@@ -212,6 +258,7 @@ func (p *Proc) read(stdout *os.File) {
 	for sc.Scan() {
 		line := bytes.TrimSuffix(sc.Bytes(), []byte("\r"))
 		if cut || len(line) == 0 || line[0] != '{' {
+			p.keepStray(line)
 			continue // not the protocol's: a stray print, or a line cut off
 		}
 		var r Reply

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -210,6 +211,30 @@ func TestWorkerRefusesAnUnknownLock(t *testing.T) {
 		Hello: worker.Hello{Lock: "no-such-lock", Nodes: []string{e.node.Addr()}, Store: e.store.Addr(), TTLNS: int64(time.Second)}})
 	if err == nil || !strings.Contains(err.Error(), "no-such-lock") {
 		t.Fatalf("start with an unknown lock: %v", err)
+	}
+}
+
+// A worker that cannot start says why in the error, where it wrote that
+// on its stdout: a JVM whose working directory is gone writes its error
+// there, then a stack, and exits 1.
+func TestAWorkerThatCannotStartSaysWhy(t *testing.T) {
+	script := `echo "Error occurred during initialization of VM"
+echo "java.lang.Error: Properties init: Could not determine current working directory."
+for i in 1 2 3 4 5; do echo "	at frame$i"; done
+exit 1`
+	_, err := worker.Start(context.Background(), worker.Options{
+		Command: func(string) *exec.Cmd { return exec.Command("sh", "-c", script) },
+		Hello:   worker.Hello{Lock: "curator", TTLNS: int64(time.Second)}})
+	if err == nil {
+		t.Fatal("a worker that exited at once started")
+	}
+	for _, want := range []string{"exit status 1", "Properties init: Could not determine current working directory.", "at frame1", "… at frame5"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "frame3") {
+		t.Errorf("error %q keeps a middle line of the stack", err)
 	}
 }
 
