@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/locktorture/locktorture/locks"
@@ -103,9 +104,11 @@ type Proc struct {
 	// on its stdout outside the protocol: a runtime that cannot start (a
 	// JVM without a working directory, PHP without an extension) says
 	// why there, and a hello that fails shows them (Start).
-	stray   []string
-	reaped  bool // wait has reaped it
-	closing bool // Close has killed it
+	stray    []string
+	strayCut bool        // a line between the first ones and the last was dropped
+	said     atomic.Bool // the worker answered hello: stray lines are no longer kept
+	reaped   bool        // wait has reaped it
+	closing  bool        // Close has killed it
 	// misbehaved is how the worker broke the protocol, once it has
 	// (ErrMisbehaved), for Misbehaved.
 	misbehaved error
@@ -146,46 +149,56 @@ func Start(ctx context.Context, o Options) (*Proc, error) {
 		if m := p.Misbehaved(); m != nil {
 			return nil, m
 		}
+		// Close has waited for read to end, so every stray line is in.
 		return nil, fmt.Errorf("worker for %s: hello: %w%s", o.Hello.Lock, err, p.wrote())
 	}
+	p.said.Store(true)
 	return p, nil
 }
 
 // strayKept is how many of a worker's first stray lines are kept, besides
 // its last: a JVM that cannot start writes its error in the first two,
-// then a stack.
-const strayKept = 3
+// then a stack. strayBytes is the most of them an error shows.
+const (
+	strayKept  = 3
+	strayBytes = 400
+)
 
-// keepStray keeps line, written outside the protocol, if it is among the
-// first strayKept such lines or, for now, the last.
+// keepStray keeps line, written outside the protocol, trimmed and cut to
+// strayBytes, if it is among the first strayKept such lines or, for now,
+// the last; a blank line is not kept. Once hello is answered nothing is:
+// only a failed hello shows them, and a chatty library's lines would
+// cost a copy each for the worker's life.
 func (p *Proc) keepStray(line []byte) {
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
+	if len(line) == 0 || p.said.Load() {
 		return
 	}
+	line = line[:min(len(line), strayBytes)]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.stray) > strayKept {
-		p.stray = p.stray[:strayKept]
+		p.stray, p.strayCut = p.stray[:strayKept], true
 	}
 	p.stray = append(p.stray, string(line))
 }
 
 // wrote says what the worker wrote outside the protocol, for an error,
-// or "" when it wrote nothing there.
+// in at most strayBytes (an error is one line), with "…" where lines
+// were left out; "" when it wrote nothing there.
 func (p *Proc) wrote() string {
 	p.mu.Lock()
-	lines := slices.Clone(p.stray)
+	lines, cut := slices.Clone(p.stray), p.strayCut
 	p.mu.Unlock()
 	if len(lines) == 0 {
 		return ""
 	}
-	if len(lines) > strayKept {
+	if cut {
 		lines[strayKept] = "… " + lines[strayKept]
 	}
 	s := strings.Join(lines, " | ")
-	if len(s) > 400 {
-		s = s[:400] + "…"
+	if len(s) > strayBytes {
+		s = s[:strayBytes] + "…"
 	}
 	return fmt.Sprintf("; it wrote %q", s)
 }

@@ -228,13 +228,18 @@ exit 1`
 	if err == nil {
 		t.Fatal("a worker that exited at once started")
 	}
-	for _, want := range []string{"exit status 1", "Properties init: Could not determine current working directory.", "at frame1", "… at frame5"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
+	want := `worker exited (exit status 1); it wrote "Error occurred during initialization of VM | java.lang.Error: Properties init: Could not determine current working directory. | at frame1 | … at frame5"`
+	if !strings.HasSuffix(err.Error(), want) {
+		t.Errorf("error %q\ndoes not end %q", err, want)
 	}
-	if strings.Contains(err.Error(), "frame3") {
-		t.Errorf("error %q keeps a middle line of the stack", err)
+	// Four lines are all kept, and nothing is said to be left out.
+	_, err = worker.Start(context.Background(), worker.Options{
+		Command: func(string) *exec.Cmd {
+			return exec.Command("sh", "-c", "echo one; echo two; echo three; echo four; exit 2")
+		},
+		Hello: worker.Hello{Lock: "curator", TTLNS: int64(time.Second)}})
+	if err == nil || !strings.HasSuffix(err.Error(), `; it wrote "one | two | three | four"`) {
+		t.Errorf("four lines: %v", err)
 	}
 }
 
