@@ -170,8 +170,11 @@ const (
 // only a failed hello shows them, and a chatty library's lines would
 // cost a copy each for the worker's life.
 func (p *Proc) keepStray(line []byte) {
+	if p.said.Load() {
+		return
+	}
 	line = bytes.TrimSpace(line)
-	if len(line) == 0 || p.said.Load() {
+	if len(line) == 0 {
 		return
 	}
 	line = line[:min(len(line), strayBytes)]
