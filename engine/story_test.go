@@ -223,3 +223,38 @@ func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 		})
 	}
 }
+
+// failover-lag's holder must stay stopped past the promotion long enough
+// for the others to lock on the new master and write: one caught with
+// half its lease left (its read's replies held back 0.485 TTL) would
+// wake 15 ms after the promotion was due, before the others, slowed a
+// little (30 ms a round trip to the store), wrote, and the lost lock read
+// lock-unsafe with the register intact (4 of 5 runs before the story
+// asked for 0.6 TTL of pause). The run is starved, not judged.
+func TestAFailoverLagHolderCaughtLateIsStarved(t *testing.T) {
+	story, err := scenario.Lookup("failover-lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	story.Name = "test-failover-lag-slow-read"
+	plan := scenario.Plan{{At: scenario.TTLs(0), Action: scenario.Action{Do: "latency", Client: "0", Node: "store", For: scenario.TTLs(0.485), Direction: "downstream"}}}
+	for _, c := range []string{"1", "2", "3", "4"} {
+		plan = append(plan, scenario.Step{At: scenario.TTLs(0), Action: scenario.Action{Do: "latency", Client: c, Node: "store", For: scenario.TTLs(0.03)}})
+	}
+	for _, s := range story.Plan {
+		if s.Action.Trap != nil {
+			trap := *s.Action.Trap
+			trap.Client = "0"
+			s.Action.Trap = &trap
+		}
+		plan = append(plan, s)
+	}
+	story.Plan = plan
+	res, err := Run(context.Background(), Options{Told: &story, Lock: "set-nx-px", Out: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != verdict.Starved || !strings.Contains(res.Starved, "could last only") {
+		t.Fatalf("outcome %s, starved %q: want starved, the holder's pause too short for the others to write in it", res.Outcome, res.Starved)
+	}
+}

@@ -112,9 +112,13 @@ func failoverStory() Scenario {
 // is promoted just after: a lock that reached the replica by then
 // survives, one still in the delayed stream is lost. The holder stalls
 // until 0.2 TTL before its lease ends, so it writes while it holds the
-// lock either way, and the others lock before that only where the lock
-// was lost; a holder caught with less than 0.3 TTL of stall left could
-// not see the kill, and the run is starved.
+// lock either way, and the others lock and write before that only where
+// the lock was lost. They need the stall to outlast the promotion by
+// more than the lateness meter lets a timer run late (0.2 TTL of the
+// default 500 ms lease) and their own few round trips: a holder caught
+// with less than 0.6 TTL of stall left (its acquire and read slow) would
+// wake before they wrote, its write first, and the lost lock would read
+// lock-unsafe with the register intact; the run is starved instead.
 func failoverLagStory() Scenario {
 	return Scenario{
 		Name:   "failover-lag",
@@ -135,7 +139,7 @@ func failoverLagStory() Scenario {
 			Help: "how late the master's writes reach its replica"}},
 		Plan: Plan{
 			step(0, Action{Do: "lag", Node: "primary", For: ParamNum("lag")}),
-			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.1), InLease: TTLs(0.2), MinPause: TTLs(0.3),
+			arm(1, Trap{Point: workloads.BeforeWrite, Client: "any", Pause: TTLs(1.1), InLease: TTLs(0.2), MinPause: TTLs(0.6),
 				Then: []Action{{Do: "kill", Node: "primary", Delay: TTLs(0.25)}, {Do: "promote", Node: "replica", Delay: TTLs(0.27)}}}),
 		},
 	}
