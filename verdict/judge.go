@@ -129,7 +129,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	j.Limits = c.Limits
 	j.Late = lateness.Over(j.Lateness, j.Limits)
 	passed := j.Outcome == Safe && len(nemesis) == 0 && Matches(c.Expected, j.Outcome, j.Observations)
-	if j.Starved = starved(lateness.Unfitted(nemesis), harnessLate(j, nemesis), passed); j.Starved != "" {
+	if j.Starved = starved(lateness.Unfitted(nemesis), harnessLate(j, c.Expected, nemesis), passed); j.Starved != "" {
 		j.Outcome = Starved
 	}
 	j.Matched = Matches(c.Expected, j.Outcome, j.Observations)
@@ -143,19 +143,21 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 // harness's own (timers, the store's replies, faults' overruns) always;
 // the lock's own server (lateness.Server) where the run showed too little
 // traffic (vacuous) or a key nobody could take (deadlock), which a stalled
-// server makes by itself, and where it passed a story with a fault, in a
-// round trip not yet answered when the faults began. A violation seen
-// beside a slow server is evidence: a lock must keep its promise however
-// slowly its server answers. A pass is not: a story's violation needs a
+// server makes by itself, and where, in a story with a fault, it passed or
+// showed less than expected (fellShort), in a round trip not yet answered
+// when the faults began. A violation seen beside a slow server is
+// evidence: a lock must keep its promise however slowly its server
+// answers. What the run did not show is not: a story's violation needs a
 // waiter to reach the server inside a window (a holder's pause, 0.3 to
 // 0.6 of a TTL), and a server that answers nobody for longer shuts the
-// waiters out of it, and a lock known to break would pass.
-func harnessLate(j Judgement, nemesis []history.Op) string {
+// waiters out of it, or lets one in only after the holder has written, so
+// a lock known to break would pass, or lose no write.
+func harnessLate(j Judgement, expected Expectation, nemesis []history.Op) string {
 	isServer := func(s lateness.Sample) bool { return s.Kind == lateness.Server }
 	switch {
 	case j.Outcome == Vacuous || j.Outcome == Deadlock:
 		return j.Late
-	case j.Outcome == Safe && len(nemesis) > 0:
+	case len(nemesis) > 0 && (j.Outcome == Safe || fellShort(expected, j.Outcome, j.Observations)):
 		// A sample is a round trip from its window's start (At): one sent
 		// before the faults and answered after them spans their start.
 		from := nemesis[0].Time
@@ -163,6 +165,29 @@ func harnessLate(j Judgement, nemesis []history.Op) string {
 		return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), beforeFaults), j.Limits)
 	}
 	return lateness.Over(slices.DeleteFunc(slices.Clone(j.Lateness), isServer), j.Limits)
+}
+
+// fellShort says whether a judged outcome shows less than e expects: a
+// less serious outcome (checker.Severities' order, safe last), or the one
+// expected without an observation e asks to be shown. An outcome more
+// serious than expected, or one e does not rank (no expectation), is not.
+func fellShort(e Expectation, outcome Outcome, observations []string) bool {
+	got, ok := severity(outcome)
+	want, known := severity(e.Outcome)
+	if !ok || !known || Matches(e, outcome, observations) {
+		return false
+	}
+	return got > want || (got == want && slices.ContainsFunc(e.Show, func(o string) bool { return !slices.Contains(observations, o) }))
+}
+
+// severity ranks a judged outcome, the most serious first, safe last.
+func severity(o Outcome) (int, bool) {
+	sev := checker.Severities()
+	if o == Safe {
+		return len(sev), true
+	}
+	i := slices.IndexFunc(sev, func(s checker.Severity) bool { return Outcome(s.Outcome) == o })
+	return i, i >= 0
 }
 
 // starved says why a run's verdict is not evidence, or "" when it is. A

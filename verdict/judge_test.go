@@ -125,6 +125,7 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 	pause := history.Op{Process: history.NemesisProcess, Type: history.OK, F: string(fault.Pause), Time: int64(120 * time.Millisecond),
 		Value: &history.Value{Target: "client 1", Duration: int64(10 * time.Millisecond)}}
 	const SafeShowing Outcome = "safe, showing " + StaleWriteRejected
+	const LockUnsafeShowing Outcome = "lock-unsafe, showing " + StaleWriteRejected
 	slowServer := []lateness.Sample{{At: int64(150 * time.Millisecond), Kind: lateness.Server, Late: int64(800 * time.Millisecond)}}
 	// A round trip sent at 100 ms and answered at 900 ms: across a fault at
 	// 120 ms, before one at 1.5 s.
@@ -173,13 +174,23 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		{"a pass with a fault, a slow server across its start", Safe, append(holds([]int{0, 1, 0, 1}, 0), pause), slowEarly, Starved},
 		{"a pass with a fault, a slow server before it", Safe, append(holds([]int{0, 1, 0, 1}, 0), laterPause), slowEarly, Safe},
 		{"a pass with no fault, a slow server", SafeShowing, holds([]int{0, 1, 0, 1}, 0), slowServer, Safe},
+		// So may it have let a waiter in only after the holder wrote: a
+		// violation short of the one expected proves no less than that,
+		// but one that falls short on time is the lock's.
+		{"a violation short of the one expected, a slow server", Unsafe, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), pause), slowServer, Starved},
+		{"a violation without what it was to show, a slow server", LockUnsafeShowing, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), pause), slowServer, Starved},
+		{"a violation short of the one expected, a slow server before the fault", Unsafe, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), laterPause), slowEarly, LockUnsafe},
+		{"a violation short of the one expected, on time", Unsafe, append(holds([]int{0, 1, 0, 1}, 50*int64(time.Millisecond)), pause), nil, LockUnsafe},
 		{"a stall with a fault, on time", Safe, ordered(append(slices.Clone(stuck), pause)), nil, Deadlock},
 		{"a stall with a fault, a slow server", Safe, ordered(append(stuck, pause)), slowServer, Starved},
 	}
 	for _, c := range cases {
 		e := Expectation{Outcome: c.expect}
-		if c.expect == SafeShowing {
+		switch c.expect {
+		case SafeShowing:
 			e = Expectation{Outcome: Safe, Show: []string{StaleWriteRejected}}
+		case LockUnsafeShowing:
+			e = Expectation{Outcome: LockUnsafe, Show: []string{StaleWriteRejected}}
 		}
 		r := Judge(Case{Expected: e, Checkers: checkers, Limits: lateness.LimitsFor(ttl)}, c.ops, 0, c.late)
 		if r.Outcome != c.wantOutcome {
@@ -188,7 +199,7 @@ func TestLatenessStarvesEveryVerdictButAPass(t *testing.T) {
 		if (c.late != nil) != (r.Late != "") {
 			t.Errorf("%s: late %q, want it said only when the run ran late", c.name, r.Late)
 		}
-		if r.Matched != (c.wantOutcome == e.Outcome && c.expect != SafeShowing) {
+		if r.Matched != (c.wantOutcome == e.Outcome && len(e.Show) == 0) {
 			t.Errorf("%s: matched %v", c.name, r.Matched)
 		}
 	}
@@ -260,5 +271,31 @@ func TestASaveTheRunOutlivedStarvesIt(t *testing.T) {
 	ended := ordered(append(slices.Clone(running), save(fault.SaveMend, history.OK, 450*ms)))
 	if r := Judge(c, ended, 0, nil); r.Outcome != Safe || r.Starved != "" {
 		t.Errorf("a save-mend that ended in 50ms: outcome %s (starved %q, vacuous %q), want safe", r.Outcome, r.Starved, r.Vacuous)
+	}
+}
+
+func TestFellShortRanksByTheCheckersSeverity(t *testing.T) {
+	showing := func(o Outcome) Expectation { return Expectation{Outcome: o, Show: []string{StaleWriteRejected}} }
+	cases := []struct {
+		e    Expectation
+		got  Outcome
+		obs  []string
+		want bool
+	}{
+		{Expectation{Outcome: Unsafe}, LockUnsafe, nil, true},
+		{Expectation{Outcome: Unsafe}, Safe, nil, true},
+		{Expectation{Outcome: Deadlock}, Unfair, nil, true},
+		{showing(LockUnsafe), LockUnsafe, nil, true},
+		{showing(LockUnsafe), LockUnsafe, []string{StaleWriteRejected}, false},
+		{Expectation{Outcome: LockUnsafe}, Unsafe, nil, false},
+		{Expectation{Outcome: Unfair}, Deadlock, nil, false},
+		{Expectation{Outcome: Safe, Hide: []string{"promise-broken"}}, Safe, []string{"promise-broken"}, false},
+		{Expectation{}, Safe, nil, false},
+		{Expectation{Outcome: Unsafe}, Vacuous, nil, false},
+	}
+	for _, c := range cases {
+		if got := fellShort(c.e, c.got, c.obs); got != c.want {
+			t.Errorf("expected %s %v, got %s %v: fell short %v, want %v", c.e.Outcome, c.e.Show, c.got, c.obs, got, c.want)
+		}
 	}
 }
