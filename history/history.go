@@ -59,7 +59,17 @@ const (
 	// previous observation recorded. It is recorded when that changes, as
 	// one OK op without an invocation.
 	Observe = "observe"
+	// Crash is a process's end where no op of it was in flight, an invoke
+	// and an info, so that checkers see the process end.
+	Crash = "crash"
 )
+
+// ErrEndRecorded marks an error whose process's end (Crash) is already in
+// the history: whoever gets it retires the process and records nothing
+// more of it. The gate records a kill so before it takes effect, where
+// the process's own code, recording it after, could come after what the
+// kill let another process do.
+var ErrEndRecorded = errors.New("its end recorded")
 
 // Value carries what an op was about. Fields are optional; which ones are set
 // depends on F.

@@ -14,6 +14,10 @@ import (
 // or from every command and connection of its dead process.
 var ErrCrashed = errors.New("client crashed by the nemesis")
 
+// errDied is ErrCrashed where the gate recorded the process's end itself
+// (endBefore).
+var errDied = fmt.Errorf("%w: %w", ErrCrashed, history.ErrEndRecorded)
+
 // Dead reports whether the nemesis killed process.
 func (g *Gate) Dead(process int) bool {
 	g.mu.Lock()
@@ -24,20 +28,45 @@ func (g *Gate) Dead(process int) bool {
 // kill ends process of client as a dying process ends: its connections
 // close, none opens again (one it never dialled included), every command
 // fails. target and site say where it stood.
+// The fault's op begins before the kill takes effect, so that nothing the
+// kill lets another process do comes before it in the history.
 func (g *Gate) kill(client, process int, target string, site *history.Site) {
+	_ = record(g.rec, fault.Crash, &history.Value{Target: target, Site: site}, func() error {
+		g.mu.Lock()
+		p := g.procLocked(client, process)
+		p.dead = true
+		conns := p.conns
+		p.conns = nil
+		if p.os != nil {
+			_ = p.os.p.Kill() // it may have exited already
+		}
+		g.mu.Unlock()
+		for c := range conns {
+			_ = c.Conn.Close() // already off the books
+		}
+		return nil
+	})
+}
+
+// endBefore records the end of process (an invoke and an info of
+// history.Crash) before the gate kills it, where no op of it is in flight,
+// and reports whether it did. The process's own code records its end when
+// it learns of the kill, and on a loaded machine that came after what the
+// kill let another process do: a waiter granted the row the dead
+// process's connection held read as a second holder beside it
+// (killed-holder / mysql-for-update, 37 µs). With an op in flight, the
+// op's own invoke came before the kill, and its completion ends it.
+func (g *Gate) endBefore(client, process int) bool {
 	g.mu.Lock()
-	p := g.procLocked(client, process)
-	p.dead = true
-	conns := p.conns
-	p.conns = nil
-	if p.os != nil {
-		_ = p.os.p.Kill() // it may have exited already
-	}
+	c := g.clientLocked(client)
+	busy := c.op != nil && c.op.process == process && c.op.f != ""
 	g.mu.Unlock()
-	for c := range conns {
-		_ = c.Conn.Close() // already off the books
+	if busy {
+		return false
 	}
-	_ = record(g.rec, fault.Crash, &history.Value{Target: target, Site: site}, nil)
+	inv := g.rec.Invoke(process, history.Crash, "", nil)
+	g.rec.Complete(inv, history.Info, nil, ErrCrashed)
+	return true
 }
 
 // CrashWaiter is a schedule step that, from at on, kills the first client

@@ -233,7 +233,14 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		g.Fail(ctx, t.Then(ctx, client, process))
 	}
 	if t.Crash {
+		// At a point the process's own code stands in the gate; a
+		// command's trap may spring in another of its goroutines (a
+		// watchdog's) while its code is in a store op.
+		ended := at.Point != "" && g.endBefore(client, process)
 		g.kill(client, process, target, site)
+		if ended {
+			return errDied
+		}
 		return ErrCrashed
 	}
 	if t.Cancel {

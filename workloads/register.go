@@ -42,7 +42,8 @@ const (
 // to cooperate.
 type Gate interface {
 	// At is called at a named point; a non-nil error means the process
-	// died there.
+	// died there, and one that is history.ErrEndRecorded that the gate
+	// recorded its end.
 	At(ctx context.Context, client, process int, point string) error
 	// Begin and End bracket a lock op, which runs under the context Begin
 	// returns (the gate may cancel it, as a caller that gives up); End
@@ -475,7 +476,11 @@ func (w *worker) work(ctx context.Context) {
 func (w *worker) pass(ctx context.Context, point string) bool {
 	if w.o.Gate != nil {
 		if err := w.o.Gate.At(ctx, w.client, w.process, point); err != nil {
-			w.crash(err)
+			if errors.Is(err, history.ErrEndRecorded) {
+				w.retire()
+			} else {
+				w.crash(err)
+			}
 			return false
 		}
 	}
@@ -531,10 +536,10 @@ func (w *worker) release(ctx context.Context, lease locks.Lease) {
 }
 
 // crash records that the process died where no op was in flight (an
-// invoke and an info of f "crash", so every invoke keeps its completion and
-// checkers see the process end), and retires it.
+// invoke and an info of history.Crash, so every invoke keeps its
+// completion and checkers see the process end), and retires it.
 func (w *worker) crash(err error) {
-	inv := w.rec.Invoke(w.process, "crash", "", nil)
+	inv := w.rec.Invoke(w.process, history.Crash, "", nil)
 	w.rec.Complete(inv, history.Info, nil, err)
 	w.retire()
 }
