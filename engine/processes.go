@@ -118,7 +118,7 @@ func (p *processes) open(client, process int, clock *nemesis.ClientClock) (workl
 	}
 	cfg := p.lock
 	cfg.Clients, cfg.Addrs, cfg.Clock, cfg.Owner = lockClients, addrs, clock, fmt.Sprintf("%s:%d", d.peer, process)
-	cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.At(ctx, client, process, name) }
+	cfg.Point = func(ctx context.Context, name string) error { return p.env.Gate.LockPoint(ctx, client, process, name) }
 	lock, err := locks.Build(p.info, cfg)
 	if err != nil {
 		d.close()

@@ -225,19 +225,20 @@ func TestAnEvictionThatOutlastsItsPauseIsStarved(t *testing.T) {
 }
 
 // failover-lag's holder must stay stopped past the promotion long enough
-// for the others to lock on the new master and write: one caught with
-// half its lease left (its read's replies held back 0.485 TTL) would
-// wake 15 ms after the promotion was due, before the others, slowed a
-// little (30 ms a round trip to the store), wrote, and the lost lock read
-// lock-unsafe with the register intact (4 of 5 runs before the story
-// asked for 0.6 TTL of pause). The run is starved, not judged.
+// for the others to lock on the new master and write, more than a timer
+// may run late: one caught with 0.65 of its lease left (its read's
+// replies held back 0.35 TTL) stops 0.45 TTL, which the story asked for
+// before (0.3) and judged, and its run is starved now. Held back 0.485
+// TTL, so that it woke 15 ms after the promotion was due, before the
+// others (slowed to 30 ms a round trip to the store) wrote, it read
+// lock-unsafe with the register intact 4 of 5 runs under the old 0.3.
 func TestAFailoverLagHolderCaughtLateIsStarved(t *testing.T) {
 	story, err := scenario.Lookup("failover-lag")
 	if err != nil {
 		t.Fatal(err)
 	}
 	story.Name = "test-failover-lag-slow-read"
-	plan := scenario.Plan{{At: scenario.TTLs(0), Action: scenario.Action{Do: "latency", Client: "0", Node: "store", For: scenario.TTLs(0.485), Direction: "downstream"}}}
+	plan := scenario.Plan{{At: scenario.TTLs(0), Action: scenario.Action{Do: "latency", Client: "0", Node: "store", For: scenario.TTLs(0.35), Direction: "downstream"}}}
 	for _, c := range []string{"1", "2", "3", "4"} {
 		plan = append(plan, scenario.Step{At: scenario.TTLs(0), Action: scenario.Action{Do: "latency", Client: c, Node: "store", For: scenario.TTLs(0.03)}})
 	}

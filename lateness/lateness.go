@@ -32,8 +32,10 @@ const (
 	// such a server answers more slowly than Redis beside busy work and its
 	// clients bound their requests to match; and past it, it starves a run
 	// that came out vacuous or deadlocked, what a stalled server makes by
-	// itself, and a pass of a story with a fault, whose waiters it may
-	// have kept from the key (package verdict), not a violation.
+	// itself, and, in a story with a fault, a pass or a run that showed
+	// less than expected, whose waiters it may have kept from the key or
+	// let in late (package verdict); not a violation at least as serious
+	// as expected.
 	Server Kind = "server"
 	// Pause is how long after its planned end a pause or stall of a
 	// client was lifted: the one fault whose end a story places inside a

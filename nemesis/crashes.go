@@ -49,8 +49,9 @@ func (g *Gate) kill(client, process int, target string, site *history.Site) {
 }
 
 // endBefore records the end of process (an invoke and an info of
-// history.Crash) before the gate kills it, where no op of it is in flight,
-// and reports whether it did. The process's own code records its end when
+// history.Crash) before the gate kills it, where no lock op of it is in
+// flight, and reports whether it did. Its caller knows the process's own
+// code stands in the gate (At), so no store op is in flight either. The process's own code records its end when
 // it learns of the kill, and on a loaded machine that came after what the
 // kill let another process do: a waiter granted the row the dead
 // process's connection held read as a second holder beside it

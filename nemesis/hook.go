@@ -242,7 +242,7 @@ func (g *Gate) Boundary(ctx context.Context, client, process, i int, reply, succ
 	// The command's own deadline (RedLock gives each node a few ms) must
 	// not cut the pause short: a frozen process does not watch its clocks.
 	return g.spring(context.WithoutCancel(ctx), t, client, process, t.Command.String()+" ("+name+")",
-		history.Site{Command: name, Reply: reply, In: in})
+		history.Site{Command: name, Reply: reply, In: in}, false)
 }
 
 // frozenConn is a client's connection as the gate lets it run: nothing

@@ -217,8 +217,10 @@ func (g *Gate) readyLocked() bool {
 }
 
 // spring carries out trap t on process of client, standing at where: in
-// words, and as a site (its point, or its command boundary).
-func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where string, at history.Site) error {
+// words, and as a site (its point, or its command boundary). own says the
+// process's own code stands there, between ops (At): a crash then records
+// the process's end before the kill (endBefore).
+func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where string, at history.Site, own bool) error {
 	target := fmt.Sprintf("process %d at %s", process, where)
 	site := &at
 	site.Client, site.Process = history.IDOf(client), history.IDOf(process)
@@ -233,10 +235,7 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 		g.Fail(ctx, t.Then(ctx, client, process))
 	}
 	if t.Crash {
-		// At a point the process's own code stands in the gate; a
-		// command's trap may spring in another of its goroutines (a
-		// watchdog's) while its code is in a store op.
-		ended := at.Point != "" && g.endBefore(client, process)
+		ended := own && g.endBefore(client, process)
 		g.kill(client, process, target, site)
 		if ended {
 			return errDied
@@ -278,11 +277,25 @@ func (g *Gate) spring(ctx context.Context, t Trap, client, process int, where st
 	return nil
 }
 
-// At is called by client code when process (of client) reaches a named
-// point. It returns at once unless a trap waits there or the client is
-// paused: then it pauses, or returns ErrCrashed and the caller must stop as
-// a dead process would.
+// At is called by the workload's code when process (of client) reaches a
+// named point between its ops. It returns at once unless a trap waits there
+// or the client is paused: then it pauses, or returns ErrCrashed and the
+// caller must stop as a dead process would. Where the trap crashed the
+// process there, the error is history.ErrEndRecorded too: the gate has
+// recorded the process's end, and the caller records nothing more of it.
 func (g *Gate) At(ctx context.Context, client, process int, point string) error {
+	return g.at(ctx, client, process, point, true)
+}
+
+// LockPoint is At for a point of a lock's own (locks.Config.Point), which
+// any goroutine of the lock may reach, inside an op or between the
+// workload's ops (a watchdog's): a crash there leaves the process's end to
+// its own code, as one inside a command does.
+func (g *Gate) LockPoint(ctx context.Context, client, process int, point string) error {
+	return g.at(ctx, client, process, point, false)
+}
+
+func (g *Gate) at(ctx context.Context, client, process int, point string, own bool) error {
 	if g == nil {
 		return nil
 	}
@@ -290,7 +303,7 @@ func (g *Gate) At(ctx context.Context, client, process int, point string) error 
 		return ErrCrashed
 	}
 	if t, ok := g.take(client, func(t Trap) bool { return t.Command == nil && t.Point == point }); ok {
-		return g.spring(ctx, t, client, process, point, history.Site{Point: point})
+		return g.spring(ctx, t, client, process, point, history.Site{Point: point}, own)
 	}
 	g.waitThaw(ctx, client)
 	return nil

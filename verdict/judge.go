@@ -170,7 +170,8 @@ func harnessLate(j Judgement, expected Expectation, nemesis []history.Op) string
 // fellShort says whether a judged outcome shows less than e expects: a
 // less serious outcome (checker.Severities' order, safe last), or the one
 // expected without an observation e asks to be shown. An outcome more
-// serious than expected, or one e does not rank (no expectation), is not.
+// serious than expected is not, nor is an outcome or expectation that
+// checker.Severities does not rank (undecided, vacuous, starved, none).
 func fellShort(e Expectation, outcome Outcome, observations []string) bool {
 	got, ok := severity(outcome)
 	want, known := severity(e.Outcome)

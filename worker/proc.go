@@ -366,7 +366,7 @@ func (p *Proc) event(r Reply) {
 				}
 			}
 		case EventPoint:
-			if g.At(p.ctx, client, process, r.Point) != nil {
+			if g.LockPoint(p.ctx, client, process, r.Point) != nil {
 				return
 			}
 		}
