@@ -27,9 +27,9 @@ func (g *Gate) Dead(process int) bool {
 
 // kill ends process of client as a dying process ends: its connections
 // close, none opens again (one it never dialled included), every command
-// fails. target and site say where it stood.
-// The fault's op begins before the kill takes effect, so that nothing the
-// kill lets another process do comes before it in the history.
+// fails. target and site say where it stood. The fault's op begins before
+// the kill takes effect, so that nothing the kill lets another process do
+// comes before it in the history.
 func (g *Gate) kill(client, process int, target string, site *history.Site) {
 	_ = record(g.rec, fault.Crash, &history.Value{Target: target, Site: site}, func() error {
 		g.mu.Lock()
@@ -51,12 +51,13 @@ func (g *Gate) kill(client, process int, target string, site *history.Site) {
 // endBefore records the end of process (an invoke and an info of
 // history.Crash) before the gate kills it, where no lock op of it is in
 // flight, and reports whether it did. Its caller knows the process's own
-// code stands in the gate (At), so no store op is in flight either. The process's own code records its end when
-// it learns of the kill, and on a loaded machine that came after what the
-// kill let another process do: a waiter granted the row the dead
-// process's connection held read as a second holder beside it
-// (killed-holder / mysql-for-update, 37 µs). With an op in flight, the
-// op's own invoke came before the kill, and its completion ends it.
+// code stands in the gate (At), so no store op is in flight either. Left
+// to that code, which records its end when it learns of the kill, the end
+// came on a loaded machine after what the kill let another process do: a
+// waiter granted the row the dead process's connection held read as a
+// second holder beside it (killed-holder / mysql-for-update, 37 µs). With
+// an op in flight, the op's own invoke came before the kill, and its
+// completion ends it.
 func (g *Gate) endBefore(client, process int) bool {
 	g.mu.Lock()
 	c := g.clientLocked(client)
