@@ -25,33 +25,8 @@ import (
 func TestClientCrashMidProtocol(t *testing.T) {
 	ctx := context.Background()
 	lockNode, storeNode := lockAndStore(t)
-	rec := history.NewRecorder(nil, 2)
-	gate := nemesis.NewGate(rec)
-	gate.Arm(nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true},
+	ops := runTrapped(t, lockNode, storeNode, "setnx-expire", nemesis.Trap{Command: &nemesis.Command{In: history.Acquire, Match: "SET NX", Reply: true, Succeeded: true},
 		Client: nemesis.AnyClient, Crash: true})
-	o := workloads.Options{Keys: workloads.KeysOf(1), Gate: gate}
-	for i := 0; i < 2; i++ {
-		o.Clients = append(o.Clients, workloads.Client{
-			Clock: locks.SystemClock{},
-			Open: func(process int) (workloads.Process, error) {
-				return openProcess(lockNode, storeNode, "setnx-expire", locks.Config{Wait: 100 * time.Millisecond},
-					func(lc, sc *redis.Client) {
-						lc.AddHook(gate.Hook(i, process, true))
-						sc.AddHook(gate.Hook(i, process, false))
-					})
-			},
-		})
-	}
-	clients, err := workloads.Open(rec, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	if err := clients.Run(stop, ctx); err != nil {
-		t.Fatal(err)
-	}
-	ops := rec.Ops()
 	crashed := -1
 	for _, op := range ops {
 		if op.F == history.Acquire && op.Type == history.Info && strings.Contains(op.Error, "crashed") {
@@ -78,17 +53,35 @@ func TestClientCrashMidProtocol(t *testing.T) {
 // records that end before the kill (nemesis.Gate.At): the workload retires
 // the process and records nothing more of it.
 func TestAPointCrashEndsTheProcessOnce(t *testing.T) {
-	ctx := context.Background()
 	lockNode, storeNode := lockAndStore(t)
+	ops := runTrapped(t, lockNode, storeNode, "set-nx-px", nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Crash: true})
+	var ends []history.Op
+	dead := -1
+	for _, op := range ops {
+		if op.F == history.Crash && op.Process != history.NemesisProcess {
+			ends, dead = append(ends, op), op.Process
+		} else if dead >= 0 && op.Process == dead {
+			t.Fatalf("process %d went on after its end: %+v", dead, op)
+		}
+	}
+	if len(ends) != 2 || ends[0].Type != history.Invoke || ends[1].Type != history.Info || ends[0].Process != ends[1].Process {
+		t.Fatalf("the crashed process's end: %+v; want one invoke and one info of %s", ends, history.Crash)
+	}
+}
+
+// runTrapped runs two clients of the named lock for 500 ms with trap armed
+// on their gate, and returns their history.
+func runTrapped(t *testing.T, lockNode, storeNode *cluster.Node, name string, trap nemesis.Trap) []history.Op {
+	t.Helper()
 	rec := history.NewRecorder(nil, 2)
 	gate := nemesis.NewGate(rec)
-	gate.Arm(nemesis.Trap{Point: workloads.BeforeWrite, Client: nemesis.AnyClient, Crash: true})
+	gate.Arm(trap)
 	o := workloads.Options{Keys: workloads.KeysOf(1), Gate: gate}
 	for i := 0; i < 2; i++ {
 		o.Clients = append(o.Clients, workloads.Client{
 			Clock: locks.SystemClock{},
 			Open: func(process int) (workloads.Process, error) {
-				return openProcess(lockNode, storeNode, "set-nx-px", locks.Config{Wait: 100 * time.Millisecond},
+				return openProcess(lockNode, storeNode, name, locks.Config{Wait: 100 * time.Millisecond},
 					func(lc, sc *redis.Client) {
 						lc.AddHook(gate.Hook(i, process, true))
 						sc.AddHook(gate.Hook(i, process, false))
@@ -100,23 +93,13 @@ func TestAPointCrashEndsTheProcessOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
 	stop, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	if err := clients.Run(stop, ctx); err != nil {
 		t.Fatal(err)
 	}
-	var ends []history.Op
-	dead := -1
-	for _, op := range rec.Ops() {
-		if op.F == history.Crash && op.Process != history.NemesisProcess {
-			ends, dead = append(ends, op), op.Process
-		} else if dead >= 0 && op.Process == dead {
-			t.Fatalf("process %d went on after its end: %+v", dead, op)
-		}
-	}
-	if len(ends) != 2 || ends[0].Type != history.Invoke || ends[1].Type != history.Info || ends[0].Process != ends[1].Process {
-		t.Fatalf("the crashed process's end: %+v; want one invoke and one info of %s", ends, history.Crash)
-	}
+	return rec.Ops()
 }
 
 // unknownOnce answers its first acquire unknown, as a worker whose server
