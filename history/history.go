@@ -262,6 +262,13 @@ func (r *Recorder) Complete(inv Op, t Type, v *Value, err error) Op {
 	return r.Add(op)
 }
 
+// End records process's end where no op of it is in flight (Crash: an
+// invoke and an info, with err), the one way the workload and the gate
+// both write it.
+func (r *Recorder) End(process int, err error) {
+	r.Complete(r.Invoke(process, Crash, "", nil), Info, nil, err)
+}
+
 // Summary is how many ops are recorded and the latest nemesis action in
 // words, cheaply, for a progress line.
 func (r *Recorder) Summary() (ops int, nemesis string) {

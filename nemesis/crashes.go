@@ -66,8 +66,7 @@ func (g *Gate) endBefore(client, process int) bool {
 	if busy {
 		return false
 	}
-	inv := g.rec.Invoke(process, history.Crash, "", nil)
-	g.rec.Complete(inv, history.Info, nil, ErrCrashed)
+	g.rec.End(process, ErrCrashed)
 	return true
 }
 

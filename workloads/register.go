@@ -539,8 +539,7 @@ func (w *worker) release(ctx context.Context, lease locks.Lease) {
 // invoke and an info of history.Crash, so every invoke keeps its
 // completion and checkers see the process end), and retires it.
 func (w *worker) crash(err error) {
-	inv := w.rec.Invoke(w.process, history.Crash, "", nil)
-	w.rec.Complete(inv, history.Info, nil, err)
+	w.rec.End(w.process, err)
 	w.retire()
 }
 
