@@ -68,7 +68,7 @@ func TestVacuity(t *testing.T) {
 				nemesis = append(nemesis, op)
 			}
 		}
-		if streamed := m.vacuity(nemesis); streamed != got {
+		if streamed := m.vacuity(nemesis, false); streamed != got {
 			t.Errorf("%s: read as a stream, vacuity %q; whole, %q", c.name, streamed, got)
 		}
 	}

@@ -119,7 +119,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	j.Figures = figuresOf(j.Verdicts, ready, last)
 	j.Outcome = Sum(j.Verdicts)
 	j.Observations = Observations(j.Verdicts)
-	if j.Vacuous = meter.vacuity(nemesis); j.Vacuous != "" {
+	if j.Vacuous = meter.vacuity(nemesis, fellShort(c.Expected, j.Outcome, j.Observations)); j.Vacuous != "" {
 		j.Outcome = Vacuous
 	}
 	j.Lateness = append(slices.DeleteFunc(slices.Clone(samples), func(s lateness.Sample) bool { return s.Kind.FromHistory() }),

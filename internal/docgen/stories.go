@@ -86,6 +86,9 @@ func story(b *strings.Builder, s scenario.Scenario) {
 		if d := s.Traffic.Delayed; d > 0 {
 			needs = append(needs, fmt.Sprintf("%d read(s) or write(s) held up by the delay", d))
 		}
+		if c := s.Traffic.Contended; c > 0 {
+			needs = append(needs, contended(c, s.Traffic))
+		}
 		fmt.Fprintf(b, "- **Requires** (else vacuous): %s\n", strings.Join(needs, "; "))
 	}
 	for _, p := range s.Params {
@@ -219,4 +222,17 @@ func expectationWords(e verdict.Expectation) string {
 		rest = " " + rest
 	}
 	return "**" + out + "**" + rest
+}
+
+// contended says what a story's Traffic.Contended asks, in words.
+func contended(n int, t verdict.Traffic) string {
+	from := "after the fault"
+	if t.PastLease {
+		from = "after its lease ended"
+	}
+	s := fmt.Sprintf("%d lock attempt(s) by other clients while the holder held the lock %s, before its next write", n, from)
+	if t.ContendedIfShort {
+		s += " (asked of a run that showed less than expected)"
+	}
+	return s
 }
