@@ -112,10 +112,12 @@ func TestVacuityContendedPastLease(t *testing.T) {
 	}
 }
 
-// ContendedIfShort asks the floor of a run that showed less than
-// expected, and of no other: a pass where a second holder was expected
-// with nobody reaching for the lock in the window is vacuous, a lock that
-// holds passes however its waiters waited, and a violation seen stands.
+// ContendedIfShort asks the floor of a run that showed nothing where a
+// violation was expected, and of no other: a pass where a second holder
+// was expected with nobody reaching for the lock in the window is
+// vacuous, a lock that holds passes however its waiters waited, and a
+// violation seen stands, a lesser one too (a successor granted after the
+// holder's write, before its release).
 func TestContendedIfShort(t *testing.T) {
 	requires := []fault.Evidence{{Op: fault.ClockBump}}
 	bump := []history.Op{nemesisOp(fault.ClockBump, history.Site{Node: "n1"}, 300, 0, history.OK)}
@@ -124,6 +126,7 @@ func TestContendedIfShort(t *testing.T) {
 	holder := inOrder(try(0, 90, 100, history.OK, 1000), bump, op(0, history.Write, 600, 610), release)
 	untold := inOrder(holder, try(1, 650, 660, history.OK, 1660))
 	shown := inOrder(holder, try(1, 400, 450, history.OK, 1450))
+	afterTheWrite := inOrder(holder, try(1, 612, 615, history.OK, 1615))
 	cases := []struct {
 		name    string
 		expect  Outcome
@@ -135,6 +138,7 @@ func TestContendedIfShort(t *testing.T) {
 		{"a pass expected, nobody reaching", Safe, true, untold, Safe},
 		{"a pass expected, nobody reaching, the floor asked of every run", Safe, false, untold, Vacuous},
 		{"two holders expected and shown", LockUnsafe, true, shown, LockUnsafe},
+		{"a lost write expected, two holders after the write", Unsafe, true, afterTheWrite, LockUnsafe},
 	}
 	for _, c := range cases {
 		traffic := Traffic{Contended: 1, ContendedIfShort: c.ifShort}

@@ -37,12 +37,14 @@ type Traffic struct {
 	// key kept on a node longer: a late write needs a successor.
 	Contended int  `json:"contended,omitempty"`
 	PastLease bool `json:"past_lease,omitempty"`
-	// ContendedIfShort asks Contended only of a run that showed less than
-	// expected (a pass where a violation was expected): a lock that holds
-	// keeps its waiters in one acquire across the window (retrying inside
-	// it, or blocked at the server), which the history cannot count as an
-	// attempt, and a violation seen needs no count of who reached for the
-	// lock (a waiter's grant answered after the holder's write).
+	// ContendedIfShort asks Contended only of a run that showed nothing
+	// where a violation was expected: a pass, or the expected outcome
+	// without an observation it was to show. A lock that holds keeps its
+	// waiters in one acquire across the window (retrying inside it, or
+	// blocked at the server), which the history cannot count as an
+	// attempt; any violation seen, the expected one or a lesser one (a
+	// successor granted after the holder's write), stands. A run with no
+	// expectation to fall short of (exploration) is asked nothing.
 	ContendedIfShort bool `json:"contended_if_short,omitempty"`
 }
 

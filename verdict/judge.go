@@ -119,7 +119,7 @@ func judge(c Case, each func(func(history.Op)) error, segment int, ready int64, 
 	j.Figures = figuresOf(j.Verdicts, ready, last)
 	j.Outcome = Sum(j.Verdicts)
 	j.Observations = Observations(j.Verdicts)
-	if j.Vacuous = meter.vacuity(nemesis, fellShort(c.Expected, j.Outcome, j.Observations)); j.Vacuous != "" {
+	if j.Vacuous = meter.vacuity(nemesis, showedNothing(c.Expected, j.Outcome, j.Observations)); j.Vacuous != "" {
 		j.Outcome = Vacuous
 	}
 	j.Lateness = append(slices.DeleteFunc(slices.Clone(samples), func(s lateness.Sample) bool { return s.Kind.FromHistory() }),
@@ -179,6 +179,13 @@ func fellShort(e Expectation, outcome Outcome, observations []string) bool {
 		return false
 	}
 	return got > want || (got == want && slices.ContainsFunc(e.Show, func(o string) bool { return !slices.Contains(observations, o) }))
+}
+
+// showedNothing says whether a run fell short of e without a violation
+// of its own: it passed, or showed the expected outcome without an
+// observation e asks to be shown (Traffic.ContendedIfShort).
+func showedNothing(e Expectation, outcome Outcome, observations []string) bool {
+	return fellShort(e, outcome, observations) && (outcome == Safe || outcome == e.Outcome)
 }
 
 // severity ranks a judged outcome, the most serious first, safe last.

@@ -228,11 +228,11 @@ func expectationWords(e verdict.Expectation) string {
 func contended(n int, t verdict.Traffic) string {
 	from := "after the fault"
 	if t.PastLease {
-		from = "after its lease ended"
+		from = "after the holder's lease ended"
 	}
-	s := fmt.Sprintf("%d lock attempt(s) by other clients while the holder held the lock %s, before its next write", n, from)
+	s := fmt.Sprintf("%d lock attempt(s) by other clients %s, while the client that held the lock when the fault struck had not yet written or released it", n, from)
 	if t.ContendedIfShort {
-		s += " (asked of a run that showed less than expected)"
+		s += " (asked only of a run that showed no violation where one was expected)"
 	}
 	return s
 }
