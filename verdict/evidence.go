@@ -161,8 +161,8 @@ func (m *trafficMeter) add(op history.Op) {
 
 // vacuity says why the story did not happen, or "": every fault it
 // requires is among the nemesis's ops, and the traffic around the first
-// of them reached the floor. short says the run showed less than
-// expected (fellShort).
+// of them reached the floor. short says the run showed no violation
+// where one was expected (showedNothing).
 func (m *trafficMeter) vacuity(nemesis []history.Op, short bool) string {
 	for _, e := range m.requires {
 		if e.First(nemesis) == nil {
