@@ -171,8 +171,9 @@ func serverClockJumpStory() Scenario {
 		// holder's write: where none does (a loaded machine's waiters
 		// answered only after the write), the key's early end let nobody
 		// in, and a pass says nothing of it. Asked only of a run that showed
-		// less than expected: a lock that holds keeps its waiters in one
-		// acquire, and a successor's grant may be answered after the write.
+		// no violation where one was expected: a lock that holds keeps its
+		// waiters in one acquire, and a successor's grant answered after
+		// the write is a violation still.
 		Traffic: verdict.Traffic{Before: 3, During: 1, After: 3, Contended: 1, ContendedIfShort: true},
 		// Armed at two TTLs: a lock whose waiters retry on their own clock
 		// (redsync's 50 to 250 ms) had answered a single attempt by one

@@ -62,8 +62,8 @@ func (t Traffic) Floor() Traffic {
 // Vacuity says, in one line, why the run in ops did not tell the story
 // whose evidence is requires, or "" when it did. requires[0] is the
 // story's fault: traffic (zero: the default floor) is counted around its
-// first occurrence.
-// A run whose outcome is not yet known is not short (ContendedIfShort).
+// first occurrence. The run's outcome is not known here, so a floor
+// asked only of a run that showed nothing (ContendedIfShort) is not asked.
 func Vacuity(requires []fault.Evidence, traffic Traffic, ops []history.Op) string {
 	m := newTrafficMeter(requires, traffic)
 	if len(requires) > 0 {

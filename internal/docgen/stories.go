@@ -86,8 +86,8 @@ func story(b *strings.Builder, s scenario.Scenario) {
 		if d := s.Traffic.Delayed; d > 0 {
 			needs = append(needs, fmt.Sprintf("%d read(s) or write(s) held up by the delay", d))
 		}
-		if c := s.Traffic.Contended; c > 0 {
-			needs = append(needs, contended(c, s.Traffic))
+		if s.Traffic.Contended > 0 {
+			needs = append(needs, contended(s.Traffic))
 		}
 		fmt.Fprintf(b, "- **Requires** (else vacuous): %s\n", strings.Join(needs, "; "))
 	}
@@ -225,12 +225,12 @@ func expectationWords(e verdict.Expectation) string {
 }
 
 // contended says what a story's Traffic.Contended asks, in words.
-func contended(n int, t verdict.Traffic) string {
+func contended(t verdict.Traffic) string {
 	from := "after the fault"
 	if t.PastLease {
 		from = "after the holder's lease ended"
 	}
-	s := fmt.Sprintf("%d lock attempt(s) by other clients %s, while the client that held the lock when the fault struck had not yet written or released it", n, from)
+	s := fmt.Sprintf("%d lock attempt(s) by other clients %s, while the client that held the lock when the fault struck had not yet written or released it", t.Contended, from)
 	if t.ContendedIfShort {
 		s += " (asked only of a run that showed no violation where one was expected)"
 	}
