@@ -17,6 +17,23 @@ cd "$(dirname "$0")/.."
 
 command -v go >/dev/null || { echo "setup: the go command is missing: install Go 1.21 or newer; it fetches the toolchain go.mod names" >&2; exit 1; }
 
+# Debian's kernel schedules each session as one group (autogroup), and
+# PostgreSQL makes every backend a session of its own. Beside a busy session
+# (the harness's, the unit tests', two busy loops) a backend then waited up
+# to 1.5 s for a core where a process of the busy session waited 50 ms, so
+# PostgreSQL pairs starved for lateness that was the scheduler's grouping,
+# not the machine's load (docs/measurements.md, "Issue 43: autogroup"). Off, every
+# process is weighed alike. It lasts until the machine restarts.
+autogroup=/proc/sys/kernel/sched_autogroup_enabled
+if [ "$(cat "$autogroup" 2>/dev/null)" = 1 ]; then
+  if [ "$(id -u)" = 0 ] && sysctl -qw kernel.sched_autogroup_enabled=0 ||
+     sudo -n sysctl -qw kernel.sched_autogroup_enabled=0 2>/dev/null; then
+    echo "setup: kernel.sched_autogroup_enabled set to 0 (until the machine restarts): PostgreSQL's backends are each a session, and a session's group waited for a core far longer than its processes"
+  else
+    echo "setup: kernel.sched_autogroup_enabled is 1 and could not be set: run 'sudo sysctl kernel.sched_autogroup_enabled=0', or PostgreSQL pairs starve beside busy work"
+  fi
+fi
+
 # From nothing the longest step is compiling the node image's tool (most of
 # the module's dependencies): it needs nothing apt installs, so it compiles
 # while apt downloads. The matrix's command compiles next, while
