@@ -19,14 +19,15 @@ command -v go >/dev/null || { echo "setup: the go command is missing: install Go
 
 # Debian's kernel schedules each session as one group (autogroup), and
 # PostgreSQL makes every backend a session of its own. Beside a busy session
-# (the harness's, the unit tests', two busy loops) a backend then waited up
-# to 1.5 s for a core where a process of the busy session waited 50 ms, so
-# PostgreSQL pairs starved for lateness that was the scheduler's grouping,
-# not the machine's load (docs/measurements.md, "Issue 43: autogroup"). Off, every
-# process is weighed alike. It lasts until the machine restarts.
+# (the harness's with two busy loops) a process in a session of its own
+# then waited up to 1.5 s for a core, where one in the busy session waited
+# 53 ms at most, so PostgreSQL pairs starved for the scheduler's grouping
+# more than for the machine's load (docs/measurements.md, "Issue 43:
+# autogroup"). Off, every process is weighed alike. It lasts until the
+# machine restarts.
 autogroup=/proc/sys/kernel/sched_autogroup_enabled
 if [ "$(cat "$autogroup" 2>/dev/null)" = 1 ]; then
-  if [ "$(id -u)" = 0 ] && sysctl -qw kernel.sched_autogroup_enabled=0 ||
+  if [ "$(id -u)" = 0 ] && sysctl -qw kernel.sched_autogroup_enabled=0 2>/dev/null ||
      sudo -n sysctl -qw kernel.sched_autogroup_enabled=0 2>/dev/null; then
     echo "setup: kernel.sched_autogroup_enabled set to 0 (until the machine restarts): PostgreSQL's backends are each a session, and a session's group waited for a core far longer than its processes"
   else
